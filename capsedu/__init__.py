@@ -1,0 +1,1 @@
+"""capsedu: Capsule Networks, taught."""

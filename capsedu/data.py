@@ -1,0 +1,279 @@
+"""Data for the book: whole datasets as tensors on one device, and the paper's
+augmentations.
+
+- `load_dataset`: MNIST or Fashion-MNIST as a `Dataset` of four tensors, from
+  torchvision ("full"), the embedded 10k MNIST sample ("sample"), a folder of
+  IDX files ("idx"), or "auto" (full where it can be had, else the sample).
+- `read_idx`: a small parser for LeCun's IDX format (optionally gzipped).
+- `random_shift`: shift each image by up to 2 px in each axis, zero padded.
+- `two_digit_pairs`, `overlapping_pairs`: two digits of distinct classes,
+  stacked (56x28 / 28x56) or overlaid on a 36x36 canvas (MultiMNIST-style),
+  with multi-hot targets.
+"""
+import gzip
+import hashlib
+import io
+import os
+import socket
+import struct
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+NAMES = ("mnist", "fashion-mnist")
+SOURCES = ("auto", "sample", "full", "idx")
+SAMPLE_SHA256 = "c03d6af810269a0b25ef8e8971f521767d52b05849e4fd977d6ca9528003c0b3"
+SAMPLE_TRAIN = 9000  # first 9,000 sample digits train, last 1,000 test
+FASHION_IDX_DIR = "/usr/share/datasets/fashion-mnist"  # Debian: dataset-fashion-mnist
+IDX_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+             "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
+DOWNLOAD_TIMEOUT_S = 30  # per socket operation, so a silent network cannot hang us
+_IDX_TYPES = {0x08: "u1", 0x09: "i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
+_FALLBACK = {"mnist": "source='sample' (the embedded 10k MNIST digits)",
+             "fashion-mnist": f"source='idx' with the IDX files (Debian: "
+                              f"apt-get install dataset-fashion-mnist -> {FASHION_IDX_DIR})"}
+
+
+class DataError(RuntimeError):
+    """A data file is missing, corrupt or fails its checksum."""
+
+
+class DownloadError(DataError):
+    """torchvision could not load or download the full dataset."""
+
+
+@dataclass
+class Dataset:
+    """Train and test tensors on one device: images (N,1,28,28) float32 in [0,1], labels int64."""
+    x_train: torch.Tensor
+    y_train: torch.Tensor
+    x_test: torch.Tensor
+    y_test: torch.Tensor
+    name: str
+    source: str  # where the data actually came from: "sample", "full" or "idx"
+
+    def __repr__(self):
+        return (f"Dataset(name={self.name!r}, source={self.source!r}, train={len(self.y_train):,}, "
+                f"test={len(self.y_test):,}, device={self.x_train.device})")
+
+
+# ---------------------------------------------------------------- loading
+def load_dataset(name="mnist", source="auto", device="cpu", root=None, verbose=True):
+    """Load `name` from `source` as a `Dataset` on `device`; print one line saying which data when verbose."""
+    if name not in NAMES:
+        raise ValueError(f"unknown dataset name {name!r}; expected one of {NAMES}")
+    if source not in SOURCES:
+        raise ValueError(f"unknown source {source!r}; expected one of {SOURCES}")
+    if source == "sample" and name != "mnist":
+        raise ValueError(f"the embedded sample holds MNIST only; for {name!r} use source='full', 'idx' or 'auto'")
+    device = _check_device(device)
+    if source == "idx":
+        if root is None and name == "mnist":
+            raise ValueError("source='idx' for mnist needs root=<folder with the four IDX files>")
+        root = Path(root if root is not None else FASHION_IDX_DIR).expanduser()
+        if not root.is_dir():
+            raise DataError(f"IDX folder {root} not found; expected the files {', '.join(IDX_FILES)} (or .gz)")
+    elif root is None:
+        root = os.environ.get("CAPSEDU_DATA") or "~/.cache/capsedu"
+
+    label = "MNIST" if name == "mnist" else "Fashion-MNIST"
+    if source == "sample":
+        arrays, what = _load_sample(), "MNIST: the embedded 10k sample"
+    elif source == "idx":
+        arrays, what = _load_idx_folder(root), f"{label}: IDX files in {root}"
+    elif source == "full":
+        arrays, what = _load_torchvision(name, root), f"{label}: full, via torchvision in {root}"
+    else:  # auto: full, else the local fallback, said in the same one line
+        try:
+            arrays, source = _load_torchvision(name, root), "full"
+            what = f"{label}: full, via torchvision in {root}"
+        except DownloadError as err:
+            if name == "mnist":
+                arrays, source = _load_sample(), "sample"
+                what = f"full MNIST unavailable ({err.reason}); using the embedded 10k sample"
+            elif Path(FASHION_IDX_DIR).is_dir():
+                arrays, source = _load_idx_folder(Path(FASHION_IDX_DIR)), "idx"
+                what = f"full Fashion-MNIST unavailable ({err.reason}); using IDX files in {FASHION_IDX_DIR}"
+            else:
+                raise
+    ds = Dataset(*_to_tensors(arrays, device), name=name, source=source)
+    if verbose:
+        print(f"capsedu data: {what} ({len(ds.y_train):,} train / {len(ds.y_test):,} test, on {device})")
+    return ds
+
+
+def _check_device(device):
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"device must be a torch device or a string like 'cpu' or 'cuda', got {device!r}") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device='cuda' asked for, but torch sees no CUDA GPU; use device='cpu'")
+    return device
+
+
+def _to_tensors(arrays, device):
+    """uint8 (N,28,28) images and labels -> float32 (N,1,28,28) in [0,1] and int64, converted on `device`."""
+    out = []
+    for i, a in enumerate(arrays):
+        t = torch.as_tensor(a).to(device)  # move as uint8: 4x less to copy
+        out.append(t.unsqueeze(1).float().div_(255) if i % 2 == 0 else t.long())
+    return out
+
+
+def _load_sample():
+    """The shipped 10k MNIST digits, sha256-checked, split 9,000 / 1,000 in stored order."""
+    res = resources.files("capsedu") / "assets" / "mnist10k.npz"
+    try:
+        blob = res.read_bytes()
+    except (FileNotFoundError, OSError):
+        raise DataError(f"the embedded MNIST sample {res} is missing; reinstall capsedu") from None
+    digest = hashlib.sha256(blob).hexdigest()
+    if digest != SAMPLE_SHA256:
+        raise DataError(f"the embedded MNIST sample {res} is corrupt: sha256 {digest}, expected {SAMPLE_SHA256}")
+    with np.load(io.BytesIO(blob)) as npz:
+        x, y = npz["x"], npz["y"]
+    return x[:SAMPLE_TRAIN], y[:SAMPLE_TRAIN], x[SAMPLE_TRAIN:], y[SAMPLE_TRAIN:]
+
+
+def _load_torchvision(name, root):
+    """Full train/test sets through torchvision (download=True), as raw uint8 tensors."""
+    fallback = _FALLBACK[name]
+    try:
+        from torchvision import datasets
+    except ImportError:
+        raise _download_error("torchvision is not installed (pip install 'capsedu[full]')", fallback) from None
+    cls = datasets.MNIST if name == "mnist" else datasets.FashionMNIST
+    root = str(Path(root).expanduser())
+    old_timeout = socket.getdefaulttimeout()
+    socket.setdefaulttimeout(DOWNLOAD_TIMEOUT_S)
+    try:
+        train, test = (cls(root, train=t, download=True) for t in (True, False))
+        return train.data, train.targets, test.data, test.targets
+    except Exception as err:  # urllib, socket, checksum or file errors: all mean "not available"
+        lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
+        reason = (lines[-1] if lines else type(err).__name__)[:120]
+        raise _download_error(reason, fallback, f"could not load or download {name} into {root}") from None
+    finally:
+        socket.setdefaulttimeout(old_timeout)
+
+
+def _download_error(reason, fallback, what="cannot load the full dataset"):
+    err = DownloadError(f"{what}: {reason}. Use {fallback}.")
+    err.reason = reason
+    return err
+
+
+# ---------------------------------------------------------------- IDX files
+def read_idx(path):
+    """Read one IDX file (LeCun's format, optionally .gz) into a native-endian numpy array."""
+    path = Path(path)
+    try:
+        with (gzip.open if path.suffix == ".gz" else open)(path, "rb") as f:
+            data = f.read()
+    except (OSError, EOFError) as err:  # missing file, bad or truncated gzip stream
+        raise DataError(f"cannot read IDX file {path}: {err}") from None
+    # magic: two zero bytes, a type code, the number of dimensions
+    if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] not in _IDX_TYPES or data[3] == 0:
+        raise DataError(f"{path} is not an IDX file: magic bytes {data[:4].hex()!r}, "
+                        f"expected 0000 + type code (08 to 0e) + number of dims")
+    ndim, dtype = data[3], np.dtype(_IDX_TYPES[data[2]])
+    header = 4 + 4 * ndim
+    if len(data) < header:
+        raise DataError(f"{path} is truncated: {len(data)} bytes, shorter than its {header}-byte header")
+    dims = struct.unpack(f">{ndim}I", data[4:header])  # big-endian uint32 sizes
+    expected = header + int(np.prod(dims, dtype=np.int64)) * dtype.itemsize
+    if len(data) != expected:
+        problem = "truncated" if len(data) < expected else "too long"
+        raise DataError(f"{path} is {problem}: {len(data):,} bytes, its header {dims} says {expected:,}")
+    return np.frombuffer(data, dtype, offset=header).reshape(dims).astype(dtype.newbyteorder("="))
+
+
+def _load_idx_folder(folder):
+    """The four MNIST-layout IDX files (each plain or .gz) of `folder`, checked for shape and labels."""
+    arrays = []
+    for stem in IDX_FILES:
+        path = next((folder / f for f in (stem, stem + ".gz") if (folder / f).is_file()), None)
+        if path is None:
+            raise DataError(f"{folder} lacks {stem} (or {stem}.gz); expected {', '.join(IDX_FILES)}")
+        arrays.append(read_idx(path))
+    for x, y, split in ((arrays[0], arrays[1], "train"), (arrays[2], arrays[3], "t10k")):
+        if x.ndim != 3 or x.shape[1:] != (28, 28) or x.dtype != np.uint8:
+            raise DataError(f"{split} images in {folder} are {x.dtype} {x.shape}, expected uint8 (N, 28, 28)")
+        if y.shape != (len(x),) or y.size == 0 or y.max() > 9:
+            raise DataError(f"{split} labels in {folder} have shape {y.shape}, expected ({len(x)},) with values 0-9")
+    return arrays
+
+
+# ---------------------------------------------------------------- augmentation
+def random_shift(x, max_shift=2, generator=None):
+    """Shift each image of x (B,C,H,W) by its own random (dy, dx) in [-max_shift, max_shift], zero padded."""
+    if not isinstance(x, torch.Tensor) or x.dim() != 4:
+        raise ValueError(f"x must be a tensor of shape (B, C, H, W), got {getattr(x, 'shape', type(x))}")
+    B, C, H, W = x.shape
+    m = max_shift
+    if not isinstance(m, int) or not 0 <= m < min(H, W):
+        raise ValueError(f"max_shift must be an int in [0, {min(H, W) - 1}], got {m!r}")
+    dy, dx = _randint(-m, m + 1, (2, B), generator, x.device)  # (B,) each
+    p = F.pad(x, (m, m, m, m))  # (B, C, H+2m, W+2m)
+    # output pixel (i, j) reads padded pixel (i + m - dy, j + m - dx): gather rows, then columns
+    rows = torch.arange(H, device=x.device) + m - dy[:, None]  # (B, H)
+    p = p.gather(2, rows[:, None, :, None].expand(B, C, H, W + 2 * m))  # (B, C, H, W+2m)
+    cols = torch.arange(W, device=x.device) + m - dx[:, None]  # (B, W)
+    return p.gather(3, cols[:, None, None, :].expand(B, C, H, W))  # (B, C, H, W)
+
+
+def _randint(low, high, size, generator, device):
+    """torch.randint on the generator's device (reproducible), moved to `device`."""
+    gen_device = generator.device if generator is not None else device
+    return torch.randint(low, high, size, generator=generator, device=gen_device).to(device)
+
+
+# ---------------------------------------------------------------- two-digit composites
+def _distinct_pairs(x, y, n, generator):
+    """Indices (i, j) of n random pairs whose labels differ; resample j until they do."""
+    if not isinstance(x, torch.Tensor) or x.dim() != 4:
+        raise ValueError(f"x must be a tensor of shape (N, C, H, W), got {getattr(x, 'shape', type(x))}")
+    if not isinstance(y, torch.Tensor) or y.shape != (len(x),) or y.dtype.is_floating_point:
+        raise ValueError(f"y must be integer labels of shape ({len(x)},), got {getattr(y, 'shape', type(y))}")
+    if not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be a positive int, got {n!r}")
+    if len(y) == 0 or y.min() < 0 or y.max() > 9 or y.unique().numel() < 2:
+        raise ValueError("y must hold labels 0-9 of at least two different classes")
+    i = _randint(0, len(x), (n,), generator, x.device)
+    j = _randint(0, len(x), (n,), generator, x.device)
+    same = y[i] == y[j]
+    while same.any():  # each round redraws all clashing pairs at once
+        j[same] = _randint(0, len(x), (int(same.sum()),), generator, x.device)
+        same = y[i] == y[j]
+    targets = torch.zeros(n, 10, device=x.device)
+    targets[torch.arange(n, device=x.device), y[i]] = 1.0
+    targets[torch.arange(n, device=x.device), y[j]] = 1.0  # (n, 10), exactly two ones
+    return i, j, targets
+
+
+def two_digit_pairs(x, y, n, layout="vertical", generator=None):
+    """n pairs of distinct-class digits: vertical (n,C,2H,W), as in Su's script, or horizontal (n,C,H,2W)."""
+    if layout not in ("vertical", "horizontal"):
+        raise ValueError(f"layout must be 'vertical' or 'horizontal', got {layout!r}")
+    i, j, targets = _distinct_pairs(x, y, n, generator)
+    images = torch.cat([x[i], x[j]], dim=2 if layout == "vertical" else 3)  # (n,C,2H,W) or (n,C,H,2W)
+    return images, targets
+
+
+def overlapping_pairs(x, y, n, canvas=36, max_shift=4, generator=None):
+    """n MultiMNIST-style images (n,C,canvas,canvas): two distinct-class digits, each centred and shifted
+    by up to max_shift px, combined as clamp(a + b, max=1) (add and clip, as in Sabour et al.'s code)."""
+    i, j, targets = _distinct_pairs(x, y, n, generator)
+    H, W = x.shape[2:]
+    if not isinstance(canvas, int) or canvas < max(H, W):
+        raise ValueError(f"canvas must be an int of at least {max(H, W)}, got {canvas!r}")
+    top, left = (canvas - H) // 2, (canvas - W) // 2
+    pad = (left, canvas - W - left, top, canvas - H - top)
+    a = random_shift(F.pad(x[i], pad), max_shift, generator)  # (n, C, canvas, canvas)
+    b = random_shift(F.pad(x[j], pad), max_shift, generator)  # (n, C, canvas, canvas)
+    return (a + b).clamp(max=1.0), targets
