@@ -154,7 +154,7 @@ def _load_torchvision(name, root):
     try:
         train, test = (cls(root, train=t, download=True) for t in (True, False))
         return train.data, train.targets, test.data, test.targets
-    except Exception as err:  # urllib, socket, checksum or file errors: all mean "not available"
+    except Exception as err:  # noqa: BLE001 -- urllib, http, socket, checksum, file: all mean "not available"
         lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
         reason = (lines[-1] if lines else type(err).__name__)[:120]
         raise _download_error(reason, fallback, f"could not load or download {name} into {root}") from None

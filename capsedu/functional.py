@@ -26,8 +26,8 @@ def _check_tensor(x, name: str) -> None:
 
 
 def _squared_norm(s: torch.Tensor, dim: int) -> torch.Tensor:
-    """Sum of squares along ``dim`` in float32 (keepdim), whatever the input precision."""
-    return s.float().pow(2).sum(dim=dim, keepdim=True)
+    """Sum of squares along ``dim`` (keepdim), in float32 at least whatever the input precision."""
+    return s.to(torch.promote_types(s.dtype, torch.float32)).pow(2).sum(dim=dim, keepdim=True)
 
 
 def safe_norm(s: torch.Tensor, dim: int = -1, keepdim: bool = False, eps: float = 1e-8) -> torch.Tensor:
@@ -76,7 +76,7 @@ def as_multi_hot(targets: torch.Tensor, batch: int, classes: int, device) -> tor
         raise TypeError(f"targets must be a torch.Tensor, got {type(targets).__name__}")
     if targets.dim() == 1 and not targets.is_floating_point():
         if targets.shape[0] != batch:
-            raise ValueError(f"expected {batch} integer labels, got shape {tuple(targets.shape)}")
+            raise ValueError(f"expected integer labels of shape ({batch},), got shape {tuple(targets.shape)}")
         if batch and (targets.min() < 0 or targets.max() >= classes):
             raise ValueError(f"labels must lie in [0, {classes - 1}]")
         return F.one_hot(targets.to(device).long(), classes).float()

@@ -1,0 +1,310 @@
+"""Tests for capsedu.data: loading (sample, torchvision offline, IDX), shifts, composites."""
+import gzip
+import struct
+import urllib.error
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+from capsedu import data
+from capsedu.data import DataError, DownloadError, load_dataset, read_idx
+
+ASSET = data.Path(data.__file__).with_name("assets") / "mnist10k.npz"
+
+
+@pytest.fixture(scope="module")
+def npz():
+    with np.load(ASSET) as f:
+        return f["x"], f["y"]
+
+
+@pytest.fixture(scope="module")
+def sample():
+    return load_dataset("mnist", source="sample", verbose=False)
+
+
+@pytest.fixture(autouse=True)
+def no_network(monkeypatch, tmp_path):
+    """No test may download: torchvision's fetcher fails at once, and the default root is empty."""
+    monkeypatch.setenv("CAPSEDU_DATA", str(tmp_path / "cache"))
+    try:
+        import torchvision.datasets.mnist as tv_mnist
+    except ImportError:
+        return
+
+    def refuse(url, *args, **kwargs):
+        raise urllib.error.URLError("network disabled in tests")
+
+    monkeypatch.setattr(tv_mnist, "download_and_extract_archive", refuse)
+
+
+def write_idx(path, arr, code=0x08, gz=False):
+    """Write arr as an IDX file: magic 00 00 code ndim, big-endian uint32 dims, big-endian data."""
+    dtype = {0x08: ">u1", 0x0C: ">i4", 0x0D: ">f4"}[code]
+    blob = bytes([0, 0, code, arr.ndim]) + struct.pack(f">{arr.ndim}I", *arr.shape)
+    blob += np.asarray(arr, dtype=dtype).tobytes()
+    path.write_bytes(gzip.compress(blob) if gz else blob)
+    return path
+
+
+def write_mnist_folder(folder, x, y, gz=False):
+    """The four MNIST-layout IDX files: first 9,000 as train, the rest as t10k."""
+    folder.mkdir(parents=True, exist_ok=True)
+    suffix = ".gz" if gz else ""
+    write_idx(folder / f"train-images-idx3-ubyte{suffix}", x[:9000], gz=gz)
+    write_idx(folder / f"train-labels-idx1-ubyte{suffix}", y[:9000], gz=gz)
+    write_idx(folder / f"t10k-images-idx3-ubyte{suffix}", x[9000:], gz=gz)
+    write_idx(folder / f"t10k-labels-idx1-ubyte{suffix}", y[9000:], gz=gz)
+    return folder
+
+
+def assert_matches_npz(ds, x, y):
+    assert torch.equal(ds.y_train, torch.from_numpy(y[:9000]).long())
+    assert torch.equal(ds.y_test, torch.from_numpy(y[9000:]).long())
+    assert torch.equal(ds.x_train, torch.from_numpy(x[:9000]).float().div(255).unsqueeze(1))
+    assert torch.equal(ds.x_test, torch.from_numpy(x[9000:]).float().div(255).unsqueeze(1))
+
+
+# ---------------------------------------------------------------- the embedded sample
+def test_sample_split_dtypes_and_order(sample, npz):
+    ds = sample
+    assert (ds.name, ds.source) == ("mnist", "sample")
+    assert ds.x_train.shape == (9000, 1, 28, 28) and ds.x_test.shape == (1000, 1, 28, 28)
+    assert ds.x_train.dtype == torch.float32 and ds.y_train.dtype == torch.int64
+    assert ds.x_train.min() == 0 and ds.x_train.max() == 1
+    assert_matches_npz(ds, *npz)
+    # class counts stated in the asset README
+    counts = torch.bincount(torch.cat([ds.y_train, ds.y_test]), minlength=10).tolist()
+    assert counts == [1001, 1127, 991, 1032, 980, 863, 1014, 1070, 944, 978]
+
+
+def test_sample_prints_one_line(capsys):
+    load_dataset(source="sample")
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and "sample" in out and "9,000 train / 1,000 test" in out
+
+
+def test_sample_checksum_mismatch_is_clear(monkeypatch):
+    monkeypatch.setattr(data, "SAMPLE_SHA256", "0" * 64)
+    with pytest.raises(DataError, match="corrupt: sha256"):
+        load_dataset(source="sample", verbose=False)
+
+
+def test_sample_missing_is_clear(monkeypatch, tmp_path):
+    monkeypatch.setattr(data, "resources", SimpleNamespace(files=lambda pkg: tmp_path))
+    with pytest.raises(DataError, match="missing"):
+        load_dataset(source="sample", verbose=False)
+
+
+# ---------------------------------------------------------------- validation
+@pytest.mark.parametrize("kwargs, match", [
+    ({"name": "cifar10"}, "mnist"),
+    ({"source": "internet"}, "sample"),
+    ({"name": "fashion-mnist", "source": "sample"}, "MNIST only"),
+    ({"source": "idx"}, "root="),
+    ({"device": "gpu0"}, "device"),
+])
+def test_bad_arguments_raise_value_error(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        load_dataset(verbose=False, **kwargs)
+
+
+# ---------------------------------------------------------------- torchvision, offline
+def test_full_reads_torchvision_layout_offline(tmp_path, npz):
+    pytest.importorskip("torchvision")
+    write_mnist_folder(tmp_path / "MNIST" / "raw", *npz)
+    ds = load_dataset("mnist", source="full", root=tmp_path, verbose=False)
+    assert ds.source == "full"
+    assert_matches_npz(ds, *npz)
+
+
+def test_full_root_defaults_to_env(monkeypatch, tmp_path, npz):
+    pytest.importorskip("torchvision")
+    write_mnist_folder(tmp_path / "FashionMNIST" / "raw", *npz)
+    monkeypatch.setenv("CAPSEDU_DATA", str(tmp_path))
+    ds = load_dataset("fashion-mnist", source="full", verbose=False)
+    assert (ds.name, ds.source) == ("fashion-mnist", "full")
+    assert_matches_npz(ds, *npz)
+
+
+def test_full_download_failure_is_short(tmp_path):
+    pytest.importorskip("torchvision")
+    with pytest.raises(DownloadError) as info:
+        load_dataset(source="full", root=tmp_path, verbose=False)
+    msg = str(info.value)
+    assert "source='sample'" in msg and "network disabled" in msg and "\n" not in msg
+    assert info.value.__cause__ is None and info.value.__suppress_context__  # no urllib trace
+
+
+def test_auto_falls_back_to_sample_with_one_line(monkeypatch, tmp_path, capsys, npz):
+    tv = pytest.importorskip("torchvision")
+    # the real urllib path, against a local port that refuses at once
+    monkeypatch.undo()
+    monkeypatch.setattr(tv.datasets.MNIST, "mirrors", ["http://127.0.0.1:9/"])
+    ds = load_dataset("mnist", source="auto", root=tmp_path / "empty")
+    out = capsys.readouterr().out
+    assert ds.source == "sample" and out.count("\n") == 1
+    assert "unavailable" in out and "embedded 10k sample" in out
+    assert_matches_npz(ds, *npz)
+
+
+def test_auto_without_torchvision_falls_back(monkeypatch, capsys):
+    import builtins
+    real_import = builtins.__import__
+
+    def no_torchvision(name, *args, **kwargs):
+        if name.startswith("torchvision"):
+            raise ImportError("no torchvision")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_torchvision)
+    ds = load_dataset(source="auto")
+    out = capsys.readouterr().out
+    assert ds.source == "sample" and out.count("\n") == 1 and "not installed" in out
+
+
+# ---------------------------------------------------------------- IDX files
+@pytest.mark.parametrize("gz", [False, True])
+def test_idx_folder(tmp_path, npz, gz):
+    folder = write_mnist_folder(tmp_path / "idx", *npz, gz=gz)
+    ds = load_dataset("mnist", source="idx", root=folder, verbose=False)
+    assert ds.source == "idx"
+    assert_matches_npz(ds, *npz)
+
+
+def test_read_idx_other_types(tmp_path):
+    ints = np.arange(-6, 6, dtype=np.int32).reshape(3, 4) * 100_000
+    floats = np.linspace(-1, 1, 5, dtype=np.float32)
+    assert np.array_equal(read_idx(write_idx(tmp_path / "i", ints, code=0x0C)), ints)
+    assert np.array_equal(read_idx(write_idx(tmp_path / "f.gz", floats, code=0x0D, gz=True)), floats)
+
+
+def test_corrupt_idx_raises_clear_errors(tmp_path):
+    good = write_idx(tmp_path / "good", np.zeros((4, 28, 28), np.uint8)).read_bytes()
+    cases = {
+        "wrong_magic": (b"\x12\x34\x08\x03" + good[4:], "not an IDX file"),
+        "bad_type": (b"\x00\x00\x07\x03" + good[4:], "not an IDX file"),
+        "short_header": (good[:9], "header"),
+        "truncated": (good[:-10], "truncated"),
+        "too_long": (good + b"\x00", "too long"),
+        "empty": (b"", "not an IDX file"),
+    }
+    for fname, (blob, match) in cases.items():
+        (tmp_path / fname).write_bytes(blob)
+        with pytest.raises(DataError, match=match):
+            read_idx(tmp_path / fname)
+    (tmp_path / "cut.gz").write_bytes(gzip.compress(good)[:-20])
+    with pytest.raises(DataError, match="cannot read"):
+        read_idx(tmp_path / "cut.gz")
+
+
+def test_idx_folder_problems(tmp_path, npz):
+    with pytest.raises(DataError, match="not found"):
+        load_dataset("mnist", source="idx", root=tmp_path / "nowhere", verbose=False)
+    folder = write_mnist_folder(tmp_path / "idx", *npz)
+    (folder / "t10k-labels-idx1-ubyte").unlink()
+    with pytest.raises(DataError, match="lacks t10k-labels"):
+        load_dataset("mnist", source="idx", root=folder, verbose=False)
+    write_idx(folder / "t10k-labels-idx1-ubyte", npz[1][:5])  # 5 labels for 1,000 images
+    with pytest.raises(DataError, match="labels"):
+        load_dataset("mnist", source="idx", root=folder, verbose=False)
+
+
+# ---------------------------------------------------------------- random_shift
+def shift_reference(img, dy, dx):
+    """img (C,H,W) moved down by dy and right by dx, zero filled (slicing, for the test only)."""
+    out = torch.zeros_like(img)
+    H, W = img.shape[1:]
+    out[:, max(dy, 0):H + min(dy, 0), max(dx, 0):W + min(dx, 0)] = \
+        img[:, max(-dy, 0):H + min(-dy, 0), max(-dx, 0):W + min(-dx, 0)]
+    return out
+
+
+def test_random_shift_is_a_shift_of_at_most_two(sample):
+    x = sample.x_train[:400]
+    out = data.random_shift(x, 2, generator=torch.Generator().manual_seed(0))
+    assert out.shape == x.shape and out.dtype == x.dtype
+    seen = set()
+    for img, res in zip(x, out):
+        found = [(dy, dx) for dy in range(-2, 3) for dx in range(-2, 3)
+                 if torch.equal(res, shift_reference(img, dy, dx))]
+        assert found, "output is not any shift of its input within 2 px"
+        seen.add(found[0])
+    assert len(seen) == 25  # every shift in [-2, 2]^2 occurs
+
+
+def test_random_shift_keeps_mass_away_from_border(sample):
+    x = sample.x_train[:1000]
+    rows, cols = x.sum(dim=(1, 3)) > 0, x.sum(dim=(1, 2)) > 0  # (N, 28) ink per row / column
+    away = (~rows[:, :2].any(1) & ~rows[:, -2:].any(1) & ~cols[:, :2].any(1) & ~cols[:, -2:].any(1))
+    assert away.sum() > 500
+    out = data.random_shift(x[away], 2, generator=torch.Generator().manual_seed(1))
+    torch.testing.assert_close(out.sum(dim=(1, 2, 3)), x[away].sum(dim=(1, 2, 3)))
+
+
+def test_random_shift_same_shift_for_all_channels_and_reproducible():
+    x = torch.rand(64, 2, 10, 10)
+    x[:, 1] = x[:, 0]
+    a = data.random_shift(x, 3, generator=torch.Generator().manual_seed(5))
+    b = data.random_shift(x, 3, generator=torch.Generator().manual_seed(5))
+    assert torch.equal(a, b) and torch.equal(a[:, 0], a[:, 1])
+    assert torch.equal(data.random_shift(x, 0), x)
+    with pytest.raises(ValueError, match="max_shift"):
+        data.random_shift(x, 10)
+    with pytest.raises(ValueError, match="B, C, H, W"):
+        data.random_shift(x[0], 2)
+
+
+# ---------------------------------------------------------------- composites
+def find_source(part, x):
+    """Indices of the images in x equal to part (C,H,W)."""
+    return (x == part).flatten(1).all(1).nonzero().flatten().tolist()
+
+
+@pytest.mark.parametrize("layout, shape", [("vertical", (1, 56, 28)), ("horizontal", (1, 28, 56))])
+def test_two_digit_pairs(sample, layout, shape):
+    x, y = sample.x_train[:500], sample.y_train[:500]
+    images, targets = data.two_digit_pairs(x, y, 200, layout, generator=torch.Generator().manual_seed(2))
+    assert images.shape == (200, *shape) and targets.shape == (200, 10)
+    assert targets.dtype == torch.float32
+    assert set(targets.unique().tolist()) == {0.0, 1.0} and (targets.sum(1) == 2).all()
+    for img, t in zip(images[:40], targets[:40]):
+        first, second = (img[:, :28], img[:, 28:]) if layout == "vertical" else (img[..., :28], img[..., 28:])
+        i, j = find_source(first, x), find_source(second, x)
+        assert i and j, "each half must be a source digit"
+        assert y[i[0]] != y[j[0]]
+        assert t[y[i[0]]] == 1 and t[y[j[0]]] == 1
+
+
+def test_pairs_need_two_classes_and_valid_layout(sample):
+    x = sample.x_train[:20]
+    with pytest.raises(ValueError, match="two different classes"):
+        data.two_digit_pairs(x, torch.zeros(20, dtype=torch.long), 5)
+    with pytest.raises(ValueError, match="layout"):
+        data.two_digit_pairs(x, sample.y_train[:20], 5, layout="diagonal")
+
+
+def test_overlapping_pairs_from_real_digits(sample):
+    x, y = sample.x_train[:500], sample.y_train[:500]
+    images, targets = data.overlapping_pairs(x, y, 300, generator=torch.Generator().manual_seed(3))
+    assert images.shape == (300, 1, 36, 36) and targets.shape == (300, 10)
+    assert images.min() >= 0 and images.max() <= 1
+    assert (targets.sum(1) == 2).all()
+    # with no shift every image is zero outside the centred 28x28 box
+    centred, _ = data.overlapping_pairs(x, y, 50, max_shift=0)
+    assert centred[..., :4, :].eq(0).all() and centred[..., -4:].eq(0).all()
+
+
+def test_overlapping_pairs_content_and_clamp():
+    x = torch.zeros(10, 1, 28, 28)
+    for k in range(10):
+        x[k, 0, 14, 9 + k] = 0.6  # one marker pixel per class
+        x[k, 0, 5, 5] = 0.6       # a pixel every class shares: 0.6 + 0.6 clamps to 1
+    y = torch.arange(10)
+    images, targets = data.overlapping_pairs(x, y, 100, max_shift=0)
+    for img, t in zip(images, targets):
+        marked = (img[0, 18, 13:23] == 0.6).nonzero().flatten()  # row 14 + 4, columns 9..18 + 4
+        assert torch.equal(marked, t.nonzero().flatten())
+        assert img[0, 9, 9] == 1.0 and img.sum() == pytest.approx(2.2)
