@@ -89,7 +89,10 @@ class DenseCapsules(_RoutedCapsules):
     def predictions(self, u: torch.Tensor) -> torch.Tensor:
         _check_capsules(u, self.in_capsules, self.in_dim, "DenseCapsules")
         # u_hat_{j|i} = W_ij u_i for all b, i, j at once; W is never copied per example.
-        return torch.einsum("ijde,bie->bijd", self.weight, u)     # (B, N_in, N_out, D)
+        # Stored as (B, N_out, N_in, D), the order routing works in; returned as the
+        # (B, N_in, N_out, D) view that the routing contract names.
+        u_hat = torch.einsum("ijde,bie->bjid", self.weight, u).contiguous()
+        return u_hat.transpose(1, 2)                                # (B, N_in, N_out, D)
 
 
 class SharedCapsules(_RoutedCapsules):
@@ -101,4 +104,5 @@ class SharedCapsules(_RoutedCapsules):
 
     def predictions(self, u: torch.Tensor) -> torch.Tensor:
         _check_capsules(u, None, self.in_dim, "SharedCapsules")
-        return torch.einsum("jde,bie->bijd", self.weight, u)      # (B, N_in, N_out, D)
+        u_hat = torch.einsum("jde,bie->bjid", self.weight, u).contiguous()  # stored as in DenseCapsules
+        return u_hat.transpose(1, 2)                                # (B, N_in, N_out, D)

@@ -1,7 +1,6 @@
 """Floor 2: dynamic routing by agreement (Sabour et al., 2017, Procedure 1).
 
-Axes, used in every einsum below: ``b`` batch, ``i`` input (lower) capsule,
-``j`` output (upper) capsule, ``d`` capsule dimension.
+Indices: ``i`` input (lower) capsule, ``j`` output (upper) capsule.
 
 - ``b_ij`` (logits) start at 0 for every example; ``c_ij = softmax_j(b_ij)``,
   so each lower capsule spreads one unit of vote over the upper capsules.
@@ -48,15 +47,19 @@ def dynamic_routing(u_hat: torch.Tensor, iterations: int = 3, mode: str = "hinto
     unrolled loop is part of the network. The only Python loop is over iterations.
     """
     _check_routing_args(u_hat, iterations, mode)
-    logits = u_hat.new_zeros(u_hat.shape[:3])                     # (B, N_in, N_out)
+    # Work on the (B, N_out, N_in, D) view: both sums over i are then batched
+    # matrix products over contiguous memory. The capsule layers already store
+    # u_hat in this order, so the transpose and .contiguous() copy nothing.
+    u = u_hat.transpose(1, 2).contiguous()                          # (B, N_out, N_in, D)
+    logits = u.new_zeros(u.shape[:3])                               # (B, N_out, N_in): b_ij
     history = []
     for r in range(iterations):
-        c = torch.softmax(logits, dim=2)                          # (B, N_in, N_out)
+        c = torch.softmax(logits, dim=1)                            # over output capsules j
         if return_history:
-            history.append(c)
-        s = torch.einsum("bij,bijd->bjd", c, u_hat)              # (B, N_out, D)
-        v = squash(s, dim=-1, k=squash_k)                         # (B, N_out, D)
-        if r < iterations - 1:                                    # the last update would be unused
-            agreement = torch.einsum("bijd,bjd->bij", u_hat, v)  # (B, N_in, N_out)
+            history.append(c.transpose(1, 2))                       # (B, N_in, N_out)
+        s = (c.unsqueeze(2) @ u).squeeze(2)                         # s_j = sum_i c_ij u_hat_j|i: (B, N_out, D)
+        v = squash(s, dim=-1, k=squash_k)                           # (B, N_out, D)
+        if r < iterations - 1:                                      # the last update would be unused
+            agreement = (u @ v.unsqueeze(-1)).squeeze(-1)           # <u_hat_j|i, v_j>: (B, N_out, N_in)
             logits = logits + agreement if mode == "hinton" else agreement
     return (v, history) if return_history else v
