@@ -1,1 +1,21 @@
-"""capsedu: Capsule Networks, taught."""
+"""capsedu: Capsule Networks, taught — the package behind the capsedu book.
+
+Floors (each imports only from those below): ``functional`` and ``data``;
+``routing``; ``layers``; ``models``; ``params`` and ``train``; ``pretrained`` and the CLI.
+"""
+import os
+
+__version__ = "0.1.0"
+
+MODES = ("quick", "full")
+
+
+def current_mode() -> str:
+    """``CAPSEDU_MODE`` (quick|full); unset: "full" where a CUDA GPU is present, else "quick"."""
+    mode = os.environ.get("CAPSEDU_MODE", "").strip().lower()
+    if not mode:
+        import torch
+        return "full" if torch.cuda.is_available() else "quick"
+    if mode not in MODES:
+        raise ValueError(f"CAPSEDU_MODE must be one of {MODES}, got {mode!r}")
+    return mode
