@@ -7,11 +7,13 @@ import os
 
 __version__ = "0.1.0"
 
-MODES = ("quick", "full")
+# smoke: every code path, a handful of steps (the notebook tests); quick: a 2-core CPU
+# without network (the book build); full: the paper's settings on a GPU.
+MODES = ("smoke", "quick", "full")
 
 
 def current_mode() -> str:
-    """``CAPSEDU_MODE`` (quick|full); unset: "full" where a CUDA GPU is present, else "quick"."""
+    """``CAPSEDU_MODE`` (smoke|quick|full); unset: "full" where a CUDA GPU is present, else "quick"."""
     mode = os.environ.get("CAPSEDU_MODE", "").strip().lower()
     if not mode:
         import torch
@@ -19,3 +21,8 @@ def current_mode() -> str:
     if mode not in MODES:
         raise ValueError(f"CAPSEDU_MODE must be one of {MODES}, got {mode!r}")
     return mode
+
+
+def by_mode(smoke, quick, full):
+    """The value for the current mode, e.g. ``epochs = by_mode(smoke=1, quick=3, full=30)``."""
+    return {"smoke": smoke, "quick": quick, "full": full}[current_mode()]
