@@ -1,0 +1,66 @@
+"""Seconds per epoch and images/s of ``capsedu.train.fit`` on the embedded sample,
+and on a replica of it as large as full MNIST (60,000 images, the 9,000 sample
+training digits repeated), standing in for full MNIST where no network is.
+
+Prints one JSON object. Examples:
+
+    python benchmarks/epoch.py --sizes 9000                 # CPU, the sample
+    python benchmarks/epoch.py --device cuda --sizes 60000 --amp bf16 --compile
+"""
+import argparse
+import json
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+from train_step import hardware  # noqa: E402
+
+from capsedu.data import Dataset, load_dataset  # noqa: E402
+from capsedu.models import CapsNet  # noqa: E402
+from capsedu.train import fit, resolve_device  # noqa: E402
+
+
+def replica(data: Dataset, n: int) -> Dataset:
+    """The first n images of the training digits repeated (test set unchanged)."""
+    reps = -(-n // len(data.x_train))
+    x = data.x_train.repeat(reps, 1, 1, 1)[:n]
+    y = data.y_train.repeat(reps)[:n]
+    return Dataset(x, y, data.x_test, data.y_test, data.name, f"{data.source} x{n / len(data.x_train):.2f}")
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sizes", default="9000", help="comma-separated training-set sizes, e.g. 9000,60000")
+    p.add_argument("--epochs", type=int, default=1, help="epochs per size; the last is reported")
+    p.add_argument("--batch", type=int, default=128)
+    p.add_argument("--device", default="auto")
+    p.add_argument("--amp", default="auto")
+    p.add_argument("--compile", action="store_true")
+    a = p.parse_args(argv)
+    device = resolve_device(a.device)
+    data = load_dataset("mnist", source="sample", device=device, verbose=False)
+    runs = []
+    for n in (int(s) for s in a.sizes.split(",")):
+        torch.manual_seed(0)
+        model = CapsNet()
+        t0 = time.perf_counter()
+        history = fit(model, replica(data, n), epochs=a.epochs, batch_size=a.batch, device=device,
+                      amp=a.amp, compile=a.compile, progress=False, eval_every=a.epochs)
+        last = history[-1]
+        runs.append({"train_images": n, "epochs": a.epochs, "seconds_last_epoch": last["seconds"],
+                     "train_seconds_last_epoch": n / last["images_per_s"], "images_per_s": last["images_per_s"],
+                     "wall_seconds_incl_compile": time.perf_counter() - t0, "test_acc": last["test_acc"],
+                     "peak_gpu_memory_gb": torch.cuda.max_memory_allocated() / 1e9 if device.type == "cuda" else None})
+    print(json.dumps({
+        "benchmark": "epoch", "command": "python benchmarks/epoch.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "device": str(device),
+        "hardware": hardware(device), "torch": torch.__version__, "batch": a.batch, "amp": a.amp,
+        "compile": a.compile, "runs": runs}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
