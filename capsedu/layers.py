@@ -18,8 +18,9 @@ from .routing import ROUTING_MODES, dynamic_routing
 
 __all__ = ["PrimaryCapsules", "DenseCapsules", "SharedCapsules"]
 
-# The tutorial's W = randn(...) gives predictions of length ~10-30: every squash
-# saturates at 1 and the margin loss has no gradient to follow. A small std trains.
+# The tutorial's W = randn(...) makes the routed sums s_j so long that the digit
+# capsules start saturated near length 1, where the squash is flat and the margin
+# loss has little gradient to follow (chapter 5 measures it). A small std trains.
 W_INIT_STD = 0.01
 
 

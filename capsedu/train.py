@@ -1,6 +1,6 @@
 """Floor 5: training and evaluation.
 
-- ``fit``: Adam with the paper's staircase decay (x0.96 every 2,000 steps), whole
+- ``fit``: Adam with the official code's staircase decay (x0.96 every 2,000 steps), whole
   datasets kept as tensors on the device, shift augmentation, bf16/fp16 autocast,
   an optional ``torch.compile``, a ``tqdm`` bar per epoch, and checkpoints that
   resume bit-exactly (on CPU) after an interruption.
@@ -291,6 +291,9 @@ def fit(model, data, epochs: int, batch_size: int = 128, lr: float = 1e-3, lr_de
         ckpt = load_checkpoint(checkpoint)
         _restore(ckpt, checkpoint, model, optimizer, scheduler, scaler, generator, meta)
         history.epochs, start = list(ckpt["history"]), ckpt["epoch"] + 1
+        if progress:
+            done = "all done" if start > epochs else f"resuming at epoch {start}"
+            tqdm.write(f"capsedu: checkpoint {checkpoint} holds {ckpt['epoch']} finished epoch(s); {done}")
         if start > epochs:
             return history
     if shift:
