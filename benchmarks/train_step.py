@@ -22,6 +22,7 @@ from torch.utils.flop_counter import FlopCounterMode
 sys.path.insert(0, str(Path(__file__).parent))
 from naive_capsnet import NaiveCapsNet  # noqa: E402
 
+from capsedu.allocator import keep_freed_memory  # noqa: E402
 from capsedu.data import load_dataset  # noqa: E402
 from capsedu.functional import margin_loss, reconstruction_loss  # noqa: E402
 from capsedu.models import CapsNet  # noqa: E402
@@ -85,8 +86,12 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=5, help="interleaved rounds; the median is reported")
     p.add_argument("--steps", type=int, default=3, help="timed calls of each kind per round")
     p.add_argument("--device", default="cpu")
+    p.add_argument("--default-allocator", action="store_true",
+                   help="leave glibc's allocator as it is (fit() calls keep_freed_memory() on CPU)")
     a = p.parse_args(argv)
     device = torch.device(a.device)
+    allocator = "glibc default" if a.default_allocator or device.type != "cpu" else (
+        "keep_freed_memory" if keep_freed_memory() else "default (keep_freed_memory unavailable)")
     torch.manual_seed(0)
     data = load_dataset("mnist", source="sample", device=device, verbose=False)
     x, y = data.x_train[:a.batch], data.y_train[:a.batch]
@@ -110,7 +115,7 @@ def main(argv=None):
         "command": "python benchmarks/train_step.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "device": str(device), "hardware": hardware(device),
-        "torch": torch.__version__, "batch": a.batch, "rounds": a.rounds, "steps_per_round": a.steps,
+        "torch": torch.__version__, "allocator": allocator, "batch": a.batch, "rounds": a.rounds, "steps_per_round": a.steps,
         "capsedu_images_per_s": a.batch / sec["capsedu"],
         "naive_images_per_s": a.batch / sec["naive"],
         "speedup_vs_naive": sec["naive"] / sec["capsedu"],

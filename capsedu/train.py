@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from .allocator import keep_freed_memory
 from .functional import margin_loss, reconstruction_loss
 
 __all__ = ["fit", "evaluate", "predict_lengths", "History", "CheckpointError", "load_checkpoint",
@@ -265,6 +266,8 @@ def fit(model, data, epochs: int, batch_size: int = 128, lr: float = 1e-3, lr_de
         raise ValueError(f"loss must be 'capsnet' (CapsNet outputs) or 'margin' (plain scores), got {loss!r}")
     device = resolve_device(device)
     amp = resolve_amp(amp, device)
+    if device.type == "cpu":
+        keep_freed_memory()  # ~30% faster steps on CPU; see allocator.py
     model.to(device)
     x_train, x_test = data.x_train.to(device), data.x_test.to(device)   # moved once, sliced per batch
     y_train, y_test = data.y_train.to(device), data.y_test.to(device)
