@@ -4,6 +4,8 @@
   and ``metrics.json`` to ``--out``, and resumes from the checkpoint when rerun.
 - ``evaluate``: test accuracy of a checkpoint, printed as JSON.
 - ``info``: versions, devices and which data sources are at hand, as JSON.
+- ``two-digits``: Su Jianlin's two-digit experiment (train on single digits, test on
+  pairs), with the book's settings for a mode (``--preset``); the results as JSON.
 
 Bad arguments exit with code 2 and one line; errors at run time with code 1 and
 one line (set ``CAPSEDU_DEBUG=1`` for the full traceback). torch is imported only
@@ -56,12 +58,20 @@ def _number(kind, ok, what):
 positive_int = _number(int, lambda v: v > 0, "a positive integer")
 non_negative_int = _number(int, lambda v: v >= 0, "an integer >= 0")
 positive_float = _number(float, lambda v: 0 < v < float("inf"), "a positive number")
+non_negative_float = _number(float, lambda v: 0 <= v < float("inf"), "a number >= 0")
+
+
+# capsedu.experiments' MODELS, LAYOUTS and INITS, repeated so that --help need not import torch
+# (tests/test_experiments.py checks that they agree).
+TWO_DIGIT_MODELS = ("pooling", "capsule-su", "capsule-hinton")
+TWO_DIGIT_LAYOUTS = ("vertical", "horizontal", "overlapping")
+TWO_DIGIT_INITS = ("keras", "torch")
 
 
 def build_parser() -> argparse.ArgumentParser:
     fmt = _Help
     parser = _Parser(prog="python -m capsedu", description="Capsule Networks, taught: train, evaluate, inspect.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{train,evaluate,info}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{train,evaluate,info,two-digits}")
 
     def data_args(p, source_default):
         p.add_argument("--dataset", choices=("mnist", "fashion-mnist"), default=None if source_default is None
@@ -105,6 +115,40 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Print versions, available devices and data sources as JSON.")
     i.add_argument("--root", default=None, help="data folder (default: $CAPSEDU_DATA or ~/.cache/capsedu)")
     i.set_defaults(func=cmd_info)
+
+    d = sub.add_parser("two-digits", help="Su's two-digit experiment (JSON)", formatter_class=fmt,
+                       description="Train on single MNIST digits only, test on images of two distinct digits "
+                       "(Su Jianlin's experiment); print the results as JSON. Options override the preset.")
+    d.add_argument("--preset", choices=("smoke", "quick", "full"), default=None,
+                   help="the book's settings for a mode (default: $CAPSEDU_MODE, else full on a GPU, quick on a CPU)")
+    d.add_argument("--source", choices=("auto", "sample", "full", "idx"), default=None,
+                   help="MNIST source (default: the preset's)")
+    d.add_argument("--root", default=None, help="data folder (default: $CAPSEDU_DATA or ~/.cache/capsedu)")
+    d.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
+    d.add_argument("--models", nargs="+", choices=TWO_DIGIT_MODELS, default=None, help="which models to train")
+    d.add_argument("--seeds", nargs="+", type=non_negative_int, default=None, help="one training run per seed")
+    d.add_argument("--epochs", type=positive_int, default=None, help="epochs for every model "
+                   "(default: the preset's; full: Su's 20 for pooling, 10 for the capsule heads)")
+    d.add_argument("--batch-size", type=positive_int, default=None, help="images per step")
+    d.add_argument("--lr", type=positive_float, default=None, help="Adam learning rate (constant)")
+    d.add_argument("--margin-lam", type=non_negative_float, default=None,
+                   help="margin loss weight of the absent classes (Su: 0.25)")
+    d.add_argument("--squash-k", type=positive_float, default=None, help="k in |s|^2/(k+|s|^2) (capsule heads)")
+    d.add_argument("--iterations", type=positive_int, default=None, help="routing iterations")
+    d.add_argument("--init", choices=TWO_DIGIT_INITS, default=None,
+                   help="initial weights: Keras's defaults (Su's) or PyTorch's")
+    d.add_argument("--limit", type=positive_int, default=None, help="train on the first N digits only")
+    d.add_argument("--test-limit", type=positive_int, default=None, help="test digits (and pairs from them)")
+    d.add_argument("--pairs", type=positive_int, default=None, help="two-digit test images per layout")
+    d.add_argument("--layouts", nargs="+", choices=TWO_DIGIT_LAYOUTS, default=None,
+                   help="how the two digits are placed")
+    d.add_argument("--shift", type=non_negative_int, default=None, help="random shift augmentation, pixels")
+    d.add_argument("--amp", choices=("auto", "bf16", "fp16", "off"), default=None,
+                   help="mixed precision (the presets: off)")
+    d.add_argument("--pair-seed", type=non_negative_int, default=None, help="seed of the test pairs")
+    d.add_argument("--out", default=None, help="also write the JSON to this file")
+    d.add_argument("--no-progress", action="store_true", help="no progress bar")
+    d.set_defaults(func=cmd_two_digits)
     return parser
 
 
@@ -230,6 +274,44 @@ def cmd_info(args) -> int:
         },
     }
     print(json.dumps(info, indent=2))
+    return 0
+
+
+# option -> two_digit_experiment argument (--source, --root and --device choose the data)
+_TWO_DIGIT_OPTIONS = {"models": "models", "seeds": "seeds", "epochs": "epochs", "batch_size": "batch_size", "lr": "lr",
+                      "margin_lam": "margin_lam", "squash_k": "squash_k", "iterations": "iterations",
+                      "init": "init", "limit": "n_train", "test_limit": "n_test", "pairs": "n_pairs",
+                      "layouts": "layouts", "shift": "shift", "amp": "amp", "pair_seed": "pair_seed"}
+
+
+def cmd_two_digits(args) -> int:
+    import contextlib
+
+    from . import current_mode
+    from .data import load_dataset
+    from .experiments import PRESETS, two_digit_experiment
+    from .train import resolve_device
+
+    for opt in ("models", "seeds", "layouts"):  # a repeated value is a bad argument too: exit 2, one line
+        values = getattr(args, opt)
+        if values is not None and len(set(values)) != len(values):
+            print(f"python -m capsedu two-digits: error: argument --{opt}: values must be distinct, got "
+                  f"{' '.join(map(str, values))} (see python -m capsedu two-digits --help)", file=sys.stderr)
+            return 2
+    preset = args.preset or current_mode()
+    kwargs = dict(PRESETS[preset])
+    preset_source = kwargs.pop("source")
+    source = args.source or preset_source
+    kwargs.update({arg: getattr(args, opt) for opt, arg in _TWO_DIGIT_OPTIONS.items()
+                   if getattr(args, opt) is not None})  # --epochs N: N for every model
+    device = resolve_device(args.device)
+    with contextlib.redirect_stdout(sys.stderr):  # stdout carries the JSON only
+        data = load_dataset("mnist", source, device=device, root=args.root, verbose=True)
+    result = two_digit_experiment(data, device=device, progress=not args.no_progress, **kwargs)
+    output = {"command": shlex.join([sys.executable, "-m", "capsedu", *args.argv]), "preset": preset, **result}
+    if args.out:
+        _write_json(output, Path(args.out))
+    print(json.dumps(output, indent=2))
     return 0
 
 
