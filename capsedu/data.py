@@ -70,7 +70,7 @@ def load_dataset(name="mnist", source="auto", device="cpu", root=None, verbose=T
         raise ValueError(f"unknown source {source!r}; expected one of {SOURCES}")
     if source == "sample" and name != "mnist":
         raise ValueError(f"the embedded sample holds MNIST only; for {name!r} use source='full', 'idx' or 'auto'")
-    device = _check_device(device)
+    device = resolve_device(device)
     if source == "idx":
         if root is None and name == "mnist":
             raise ValueError("source='idx' for mnist needs root=<folder with the four IDX files>")
@@ -106,13 +106,19 @@ def load_dataset(name="mnist", source="auto", device="cpu", root=None, verbose=T
     return ds
 
 
-def _check_device(device):
+def resolve_device(device="auto") -> torch.device:
+    """"auto" -> cuda if available, else mps, else cpu; anything else is checked and returned."""
+    if device == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        mps = getattr(torch.backends, "mps", None)
+        return torch.device("mps" if mps is not None and mps.is_available() else "cpu")
     try:
         device = torch.device(device)
     except (RuntimeError, TypeError):
-        raise ValueError(f"device must be a torch device or a string like 'cpu' or 'cuda', got {device!r}") from None
+        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'mps', got {device!r}") from None
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device='cuda' asked for, but torch sees no CUDA GPU; use device='cpu'")
+        raise ValueError("device='cuda' asked for, but torch sees no CUDA GPU; use device='auto' or 'cpu'")
     return device
 
 

@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from .allocator import keep_freed_memory
+from .data import resolve_device  # re-exported: the CLI and experiments import it from here
 from .functional import margin_loss, reconstruction_loss
 
 __all__ = ["fit", "evaluate", "predict_lengths", "History", "CheckpointError", "load_checkpoint",
@@ -57,22 +58,6 @@ class History:
 
 
 # ---------------------------------------------------------------- device and precision
-def resolve_device(device="auto") -> torch.device:
-    """"auto" -> cuda if available, else mps, else cpu; anything else is checked and returned."""
-    if device == "auto":
-        if torch.cuda.is_available():
-            return torch.device("cuda")
-        mps = getattr(torch.backends, "mps", None)
-        return torch.device("mps" if mps is not None and mps.is_available() else "cpu")
-    try:
-        device = torch.device(device)
-    except (RuntimeError, TypeError):
-        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'mps', got {device!r}") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device='cuda' asked for, but torch sees no CUDA GPU; use device='auto' or 'cpu'")
-    return device
-
-
 def resolve_amp(amp, device: torch.device) -> str:
     """"auto" -> "bf16" on a CUDA GPU that supports it, else "off"; "fp16" needs CUDA."""
     if amp == "auto":
