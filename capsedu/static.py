@@ -26,7 +26,7 @@ import torch
 from PIL import Image as PILImage
 
 from .functional import safe_norm
-from .widgets import (PAPER_DELTAS, SQUASH_VARIANTS, RoutingPlot, SquashPlot,
+from .plots import (PAPER_DELTAS, SQUASH_VARIANTS, RoutingPlot, SquashPlot,
                       capsnet_predictions, one_thread, perturbation_grid, routing_frames, toy_predictions)
 
 __all__ = ["Control", "Twin", "squash_twin", "routing_twin", "perturbation_twin", "SQUASH_TWIN_K",
