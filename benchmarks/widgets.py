@@ -14,14 +14,11 @@ import statistics
 import sys
 import time
 from datetime import datetime, timezone
-from pathlib import Path
 
 import matplotlib
 import torch
 
-sys.path.insert(0, str(Path(__file__).parent))
-from train_step import hardware  # noqa: E402
-
+from capsedu.bench import hardware  # noqa: E402
 from capsedu.data import load_dataset  # noqa: E402
 from capsedu.pretrained import load_capsnet  # noqa: E402
 from capsedu.widgets import PAPER_DELTAS, perturbation_explorer, routing_explorer, squash_explorer  # noqa: E402

@@ -68,13 +68,21 @@ class _RoutedCapsules(nn.Module):
             raise ValueError(f"iterations must be a positive int, got {iterations!r}")
         self.in_dim, self.out_capsules, self.out_dim = in_dim, out_capsules, out_dim
         self.iterations, self.routing, self.squash_k = iterations, routing, squash_k
+        # None: the readable dynamic_routing. capsedu.fast.accelerate() puts a fused
+        # version of the same maths here (it keeps no history, so history calls bypass it).
+        self.fast_routing = None
 
     def predictions(self, u: torch.Tensor) -> torch.Tensor:  # (B, N_in, N_out, D)
         raise NotImplementedError
 
     def forward(self, u: torch.Tensor, return_history: bool = False):
         """Input capsules (B, N_in, in_dim) -> output capsules (B, N_out, out_dim) [, history]."""
-        u_hat = self.predictions(u)
+        return self.route(self.predictions(u), return_history)
+
+    def route(self, u_hat: torch.Tensor, return_history: bool = False):
+        """Predictions (B, N_in, N_out, D) -> output capsules (B, N_out, D) [, history]."""
+        if self.fast_routing is not None and not return_history:
+            return self.fast_routing(u_hat, self.iterations, self.routing, self.squash_k)
         return dynamic_routing(u_hat, self.iterations, self.routing, return_history, self.squash_k)
 
 

@@ -5,8 +5,10 @@ capsules, per-example logits), but written the slow way:
 - the primary capsules are a Python list of 8 convolutions (one per capsule dimension);
 - u_hat stacks 10 copies of the inputs and ``torch.cat``s B copies of W;
 - every routing iteration concatenates B copies of c and 1,152 copies of v.
-Used only as the baseline in ``train_step.py``.
+Used only as the baseline of the speed measurements (``benchmarks/train_step.py``,
+chapter 8). Do not train with it: it is slow on purpose.
 """
+__all__ = ["NaiveCapsNet"]
 import torch
 from torch import nn
 import torch.nn.functional as F
