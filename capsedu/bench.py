@@ -243,7 +243,9 @@ def primary_conv_step(batch: int, device="cpu", amp: str = "off") -> Callable[[]
     """Forward + backward of the primary-capsule convolution alone (256 -> 256 channels,
     9x9, stride 2, on 20x20 maps): the reference for how fast this machine convolves."""
     conv = torch.nn.Conv2d(256, 256, 9, 2).to(device)
-    feats = torch.rand(batch, 256, 20, 20, device=device, requires_grad=True)
+    # Under autocast the step's conv1 already hands over low-precision features: do the same.
+    dtype = {"off": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[amp]
+    feats = torch.rand(batch, 256, 20, 20, device=device, dtype=dtype, requires_grad=True)
     grad = torch.randn(batch, 256, 6, 6, device=device)  # a real gradient, not sum()'s broadcast ones
 
     def run():

@@ -50,7 +50,19 @@ def _routing_kernel(u: torch.Tensor, iterations: int, additive: bool, squash_k: 
 
 @functools.lru_cache(maxsize=None)
 def _compiled_kernel():
+    # Each iteration count, mode, precision and grad mode is its own graph (the loop is
+    # unrolled); dynamo's default of 8 graphs per function is too few for a notebook
+    # that compares them, so allow more.
+    config = torch._dynamo.config
+    if getattr(config, "recompile_limit", 64) < 64:
+        config.recompile_limit = 64
     return torch.compile(_routing_kernel, fullgraph=True)
+
+
+def _dispatch_mode_active() -> bool:
+    """True inside a torch dispatch mode (e.g. FlopCounterMode), which torch.compile does not support."""
+    from torch.utils._python_dispatch import _get_current_dispatch_mode
+    return _get_current_dispatch_mode() is not None
 
 
 _compile_failed = False
@@ -71,7 +83,7 @@ def fused_routing(u_hat: torch.Tensor, iterations: int = 3, mode: str = "hinton"
     # Without autograd, detaching changes nothing: one compiled variant fewer.
     detach = bool(detach_inner) and torch.is_grad_enabled()
     args = (u, iterations, mode == "hinton", float(squash_k), detach)
-    if compile and not _compile_failed:
+    if compile and not _compile_failed and not _dispatch_mode_active():
         # One kernel for every batch size (training batches, a smaller last batch,
         # evaluation batches) rather than one compilation per size.
         torch._dynamo.maybe_mark_dynamic(u, 0)

@@ -173,3 +173,18 @@ def test_cli_train_fast_uses_the_fast_path_and_records_its_precision(tmp_path):
                      "--out", str(out), "--device", "cpu", "--no-progress", "--fast"]) == 0
     meta = json.loads((out / "metrics.json").read_text())["meta"]
     assert meta["amp"] == recommended_amp("cpu")
+
+
+def test_fused_routing_under_a_dispatch_mode_runs_eagerly_without_giving_up_compiling():
+    import warnings
+
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from capsedu import fast
+    u_hat = _u_hat()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")       # no "compile failed" warning
+        with FlopCounterMode(display=False):
+            v = fused_routing(u_hat, 3)
+    torch.testing.assert_close(v, dynamic_routing(u_hat, 3), atol=1e-6, rtol=1e-5)
+    assert fast._compile_failed is False
