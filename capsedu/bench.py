@@ -188,7 +188,9 @@ def profile_table(step: Callable[[], None], device="cpu", rows: int = 12) -> str
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.device(device).type == "cuda" else [])
     with _quiet_stderr(), profile(activities=activities) as prof:
         step()
-    key = "self_cuda_time_total" if torch.device(device).type == "cuda" else "self_cpu_time_total"
+    from torch.autograd.profiler_util import FunctionEventAvg
+    gpu_key = "self_device_time_total" if hasattr(FunctionEventAvg, "self_device_time_total") else "self_cuda_time_total"
+    key = gpu_key if torch.device(device).type == "cuda" else "self_cpu_time_total"
     return prof.key_averages().table(sort_by=key, row_limit=rows)
 
 
