@@ -10,7 +10,6 @@ what this machine can do, so that machine load affects all alike. Prints one JSO
 """
 import argparse
 import json
-import statistics
 import sys
 from datetime import datetime, timezone
 
@@ -56,7 +55,7 @@ def main(argv=None):
     flops = {k: bench.flop_count(f) for k, f in fns.items() if not k.startswith("fast")}
     flops["fast_fp32"] = flops["fast"] = flops["readable"]
     times = bench.interleaved(fns, rounds=a.rounds, calls=a.steps, device=device)
-    sec = {k: statistics.median(v) for k, v in times.items()}
+    sec = bench.medians(times)
     gflops = {k: flops[k] / sec[k] / 1e9 for k in fns}
     fast = "fast" if amp != "off" else "fast_fp32"
     result = {

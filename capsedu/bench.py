@@ -10,7 +10,7 @@ import contextlib
 import platform
 import statistics
 import time
-from typing import Callable, Dict, List, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -18,9 +18,24 @@ import torch.nn.functional as F
 from .functional import margin_loss, reconstruction_loss, safe_norm
 from .train import _autocast as _train_autocast
 
-__all__ = ["hardware", "autocast", "median_seconds", "interleaved", "train_step",
+__all__ = ["cpuinfo", "cpu_name", "hardware", "autocast", "median_seconds", "interleaved", "medians", "train_step",
            "backward_seconds", "stage_times", "profile_table",
            "saved_tensor_bytes", "routing_cost", "flop_count", "primary_conv_step"]
+
+
+def cpuinfo(field: str) -> Optional[str]:
+    """The first value of ``field`` in /proc/cpuinfo ("model name", "flags", ...); None off Linux."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next((line.split(":", 1)[1].strip() for line in f
+                         if line.split(":", 1)[0].strip() == field), None)
+    except OSError:
+        return None
+
+
+def cpu_name() -> str:
+    """The CPU's model name, or the platform's best guess."""
+    return cpuinfo("model name") or platform.processor() or platform.machine()
 
 
 def hardware(device) -> str:
@@ -28,13 +43,7 @@ def hardware(device) -> str:
     device = torch.device(device)
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    name = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            name = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), name)
-    except OSError:
-        pass
-    return f"{name} ({torch.get_num_threads()} threads)"
+    return f"{cpu_name()} ({torch.get_num_threads()} threads)"
 
 
 def autocast(amp: str, device):
@@ -75,6 +84,11 @@ def interleaved(fns: Dict[str, Callable], rounds: int = 3, calls: int = 1, devic
         for name, fn in fns.items():
             times[name].append(median_seconds(fn, repeats=calls, warmup=0, device=device))
     return times
+
+
+def medians(times: Dict[str, List[float]]) -> Dict[str, float]:
+    """The median of each contender's times, e.g. of ``interleaved``'s rounds."""
+    return {name: statistics.median(v) for name, v in times.items()}
 
 
 def _losses(x, y, lengths, rec):

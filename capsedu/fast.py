@@ -102,11 +102,8 @@ def cpu_has_native_bf16() -> bool:
     Elsewhere PyTorch emulates bf16 on the CPU, which is often slower than float32.
     Reads /proc/cpuinfo, so it answers False off Linux.
     """
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
-    except OSError:
-        return False
+    from .bench import cpuinfo
+    flags = (cpuinfo("flags") or "").split()
     return "avx512_bf16" in flags or "amx_bf16" in flags
 
 

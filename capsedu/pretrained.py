@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import json
+import os
 import platform
 from datetime import datetime, timezone
 from importlib import resources
@@ -52,13 +53,11 @@ def load_capsnet(device="cpu", path: Optional[str] = None) -> CapsNet:
 
 
 def _hardware() -> str:
+    from .bench import cpuinfo
     if torch.cuda.is_available():
         return torch.cuda.get_device_name()
-    try:
-        names = [ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")]
-        return f"{names[0]}, {len(names)} CPU threads" if names else platform.machine()
-    except OSError:
-        return platform.machine()
+    name = cpuinfo("model name")
+    return f"{name}, {os.cpu_count()} CPU threads" if name else platform.machine()
 
 
 def export_weights(checkpoint: str, command: str, out_dir: Optional[str] = None) -> Dict:

@@ -31,6 +31,8 @@ __all__ = ["fit", "evaluate", "predict_lengths", "History", "CheckpointError", "
            "resolve_device", "resolve_amp"]
 
 SYNC_EVERY = {"cpu": 1, "cuda": 50, "mps": 50}  # steps between host syncs (loss check, progress bar)
+
+
 @dataclass
 class History:
     """Per-epoch records: epoch, steps, loss, margin, recon, train_acc, test_acc, images_per_s, seconds, lr."""
