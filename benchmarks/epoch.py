@@ -15,11 +15,12 @@ from datetime import datetime, timezone
 
 import torch
 
-from capsedu.bench import hardware  # noqa: E402
-from capsedu.data import Dataset, load_dataset  # noqa: E402
-from capsedu.fast import accelerate  # noqa: E402
-from capsedu.models import CapsNet  # noqa: E402
-from capsedu.train import fit, resolve_device  # noqa: E402
+from capsedu.allocator import keep_freed_memory
+from capsedu.data import Dataset, load_dataset
+from capsedu.device import hardware, resolve_amp, resolve_device
+from capsedu.fast import accelerate
+from capsedu.models import CapsNet
+from capsedu.train import fit
 
 
 def replica(data: Dataset, n: int) -> Dataset:
@@ -36,13 +37,24 @@ def main(argv=None):
     p.add_argument("--epochs", type=int, default=1, help="epochs per size; the last is reported")
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--device", default="auto")
-    p.add_argument("--amp", default="auto")
+    p.add_argument("--amp", default="auto", choices=("auto", "bf16", "fp16", "off"),
+                   help="auto: capsedu.device.resolve_amp's choice; fp16 runs with a GradScaler")
+    p.add_argument("--default-allocator", action="store_true",
+                   help="on CPU, leave glibc as it is (else capsedu.allocator.keep_freed_memory for this process)")
+    p.add_argument("--test-limit", type=int, default=None, help="evaluate on the first N test digits only")
+    p.add_argument("--source", default="sample", choices=("sample", "auto", "full"),
+                   help="the digits replicated to --sizes (the test set is this source's)")
     p.add_argument("--compile", action="store_true", help="torch.compile the whole model")
     p.add_argument("--fast", action="store_true", help="capsedu.fast.accelerate: fused routing (+ channels-last on CUDA)")
     p.add_argument("--detach-inner", action="store_true", help="with --fast: no gradients through inner routing iterations")
     a = p.parse_args(argv)
     device = resolve_device(a.device)
-    data = load_dataset("mnist", source="sample", device=device, verbose=False)
+    amp = resolve_amp(a.amp, device)
+    kept = device.type == "cpu" and not a.default_allocator and keep_freed_memory()
+    data = load_dataset("mnist", source=a.source, device=device, verbose=False)
+    if a.test_limit is not None:
+        data = Dataset(data.x_train, data.y_train, data.x_test[:a.test_limit], data.y_test[:a.test_limit],
+                       data.name, data.source)
     runs = []
     for n in (int(s) for s in a.sizes.split(",")):
         torch.manual_seed(0)
@@ -51,7 +63,7 @@ def main(argv=None):
             accelerate(model, detach_inner=a.detach_inner)
         t0 = time.perf_counter()
         history = fit(model, replica(data, n), epochs=a.epochs, batch_size=a.batch, device=device,
-                      amp=a.amp, compile=a.compile, progress=False, eval_every=a.epochs)
+                      amp=amp, compile=a.compile, progress=False, eval_every=a.epochs)
         last = history[-1]
         runs.append({"train_images": n, "epochs": a.epochs, "seconds_last_epoch": last["seconds"],
                      "train_seconds_last_epoch": n / last["images_per_s"], "images_per_s": last["images_per_s"],
@@ -60,8 +72,9 @@ def main(argv=None):
     print(json.dumps({
         "benchmark": "epoch", "command": "python benchmarks/epoch.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "device": str(device),
-        "hardware": hardware(device), "torch": torch.__version__, "batch": a.batch, "amp": a.amp,
-        "compile": a.compile, "fast": a.fast,
+        "hardware": hardware(device), "torch": torch.__version__, "batch": a.batch, "amp": amp,
+        "allocator": "keep_freed_memory" if kept else "glibc default",
+        "data": f"{data.source} ({len(data.y_train)} train, {len(data.y_test)} test)", "compile": a.compile, "fast": a.fast,
         "detach_inner": a.detach_inner, "runs": runs}, indent=2))
 
 

@@ -22,7 +22,8 @@ import torch
 from capsedu import bench
 from capsedu.allocator import keep_freed_memory
 from capsedu.data import load_dataset
-from capsedu.fast import accelerate, fused_routing, recommended_amp
+from capsedu.device import resolve_amp, resolve_device
+from capsedu.fast import accelerate, fused_routing
 from capsedu.models import CapsNet
 from capsedu.naive import NaiveCapsNet
 from capsedu.routing import dynamic_routing
@@ -42,10 +43,10 @@ def main(argv=None):
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--device", default="cpu")
     a = p.parse_args(argv)
-    device = torch.device(a.device)
+    device = resolve_device(a.device)
     if device.type == "cpu":
         keep_freed_memory()
-    amp = recommended_amp(device)
+    amp = resolve_amp("auto", device)
     torch.manual_seed(0)
     data = load_dataset("mnist", source="sample", device=device, verbose=False)
     x, y = data.x_train[:a.batch], data.y_train[:a.batch]

@@ -18,7 +18,8 @@ import torch
 from capsedu import bench
 from capsedu.allocator import keep_freed_memory
 from capsedu.data import load_dataset
-from capsedu.fast import accelerate, recommended_amp
+from capsedu.device import resolve_amp, resolve_device
+from capsedu.fast import accelerate
 from capsedu.models import CapsNet
 from capsedu.naive import NaiveCapsNet
 
@@ -30,12 +31,12 @@ def main(argv=None):
     p.add_argument("--steps", type=int, default=2, help="timed calls of each kind per round")
     p.add_argument("--device", default="cpu")
     p.add_argument("--default-allocator", action="store_true",
-                   help="leave glibc's allocator as it is (fit() calls keep_freed_memory() on CPU)")
+                   help="on CPU, leave glibc as it is (else capsedu.allocator.keep_freed_memory for this process)")
     a = p.parse_args(argv)
-    device = torch.device(a.device)
+    device = resolve_device(a.device)
     allocator = "glibc default" if a.default_allocator or device.type != "cpu" else (
         "keep_freed_memory" if keep_freed_memory() else "default (keep_freed_memory unavailable)")
-    amp = recommended_amp(device)
+    amp = resolve_amp("auto", device)
     torch.manual_seed(0)
     data = load_dataset("mnist", source="sample", device=device, verbose=False)
     x, y = data.x_train[:a.batch], data.y_train[:a.batch]

@@ -7,50 +7,19 @@ Timings are medians of several calls after a warm-up call, synchronised on CUDA.
 from __future__ import annotations
 
 import contextlib
-import platform
 import statistics
 import time
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Sequence
 
 import torch
 import torch.nn.functional as F
 
+from .device import autocast, cpu_name, cpuinfo, hardware  # re-exported: chapter 8 and the scripts use bench.*
 from .functional import margin_loss, reconstruction_loss, safe_norm
-from .train import _autocast as _train_autocast
 
-__all__ = ["cpuinfo", "cpu_name", "hardware", "autocast", "median_seconds", "interleaved", "medians", "train_step",
-           "backward_seconds", "stage_times", "profile_table",
+__all__ = ["cpuinfo", "cpu_name", "hardware", "autocast", "estimate_fit_seconds", "about", "median_seconds",
+           "interleaved", "medians", "train_step", "backward_seconds", "stage_times", "profile_table",
            "saved_tensor_bytes", "routing_cost", "flop_count", "primary_conv_step"]
-
-
-def cpuinfo(field: str) -> Optional[str]:
-    """The first value of ``field`` in /proc/cpuinfo ("model name", "flags", ...); None off Linux."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            return next((line.split(":", 1)[1].strip() for line in f
-                         if line.split(":", 1)[0].strip() == field), None)
-    except OSError:
-        return None
-
-
-def cpu_name() -> str:
-    """The CPU's model name, or the platform's best guess."""
-    return cpuinfo("model name") or platform.processor() or platform.machine()
-
-
-def hardware(device) -> str:
-    """A short description of the device, for result files."""
-    device = torch.device(device)
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    return f"{cpu_name()} ({torch.get_num_threads()} threads)"
-
-
-def autocast(amp: str, device):
-    """``torch.autocast`` for amp "bf16"/"fp16", a no-op context for "off" (as in ``train.fit``)."""
-    if amp not in ("off", "bf16", "fp16"):
-        raise ValueError(f"amp must be 'off', 'bf16' or 'fp16', got {amp!r}")
-    return _train_autocast(amp, torch.device(device))
 
 
 def _sync(device) -> None:
@@ -108,6 +77,31 @@ def train_step(model, x, y, amp: str = "off", lr: float = 1e-3) -> Callable[[], 
         loss.backward()
         opt.step()
     return step
+
+
+def estimate_fit_seconds(model, data, epochs: int, batch_size: int = 128, device="auto", amp="auto") -> float:
+    """Seconds that ``fit(model, data, epochs, batch_size, ...)`` should take on this device: one
+    training step of a copy of ``model`` timed here (after a warm-up step, which also absorbs any
+    compilation), times the run's steps, plus a test pass per epoch at a third of a step per image."""
+    import copy
+    import math
+
+    from .device import resolve_amp, resolve_device
+    device = resolve_device(device)
+    net = copy.deepcopy(model).to(device)
+    x, y = data.x_train[:batch_size].to(device), data.y_train[:batch_size].to(device)
+    step_s = median_seconds(train_step(net, x, y, amp=resolve_amp(amp, device)), repeats=2, device=device)
+    per_image = step_s / len(x)
+    return epochs * (math.ceil(len(data.x_train) / batch_size) * step_s + len(data.x_test) * per_image / 3)
+
+
+def about(seconds: float) -> str:
+    """A duration for people: "about 40 s", "about 3 min", "about 1.5 h"."""
+    if seconds < 90:
+        return f"about {max(1, round(seconds, -1 if seconds >= 15 else 0)):.0f} s"
+    if seconds < 5400:
+        return f"about {round(seconds / 60):.0f} min"
+    return f"about {seconds / 3600:.1f} h"
 
 
 def _stages(model, y):

@@ -6,6 +6,10 @@
 - ``info``: versions, devices and which data sources are at hand, as JSON.
 - ``two-digits``: Su Jianlin's two-digit experiment (train on single digits, test on
   pairs), with the book's settings for a mode (``--preset``); the results as JSON.
+- ``robustness``, ``ablation``, ``multimnist``: chapter 9's reruns of the paper's three
+  experiments (``capsedu.paper_cli``); JSON on stdout and in ``--out``, resumable.
+- ``compare-routing``: chapter 10's four routing methods on one budget
+  (``capsedu.compare_routing_cli``); JSON on stdout and in ``--out``, resumable.
 
 Bad arguments exit with code 2 and one line; errors at run time with code 1 and
 one line (set ``CAPSEDU_DEBUG=1`` for the full traceback). torch is imported only
@@ -20,6 +24,7 @@ import os
 import platform
 import shlex
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -61,17 +66,10 @@ positive_float = _number(float, lambda v: 0 < v < float("inf"), "a positive numb
 non_negative_float = _number(float, lambda v: 0 <= v < float("inf"), "a number >= 0")
 
 
-# capsedu.experiments' MODELS, LAYOUTS and INITS, repeated so that --help need not import torch
-# (tests/test_experiments.py checks that they agree).
-TWO_DIGIT_MODELS = ("pooling", "capsule-su", "capsule-hinton")
-TWO_DIGIT_LAYOUTS = ("vertical", "horizontal", "overlapping")
-TWO_DIGIT_INITS = ("keras", "torch")
-
-
 def build_parser() -> argparse.ArgumentParser:
     fmt = _Help
     parser = _Parser(prog="python -m capsedu", description="Capsule Networks, taught: train, evaluate, inspect.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{train,evaluate,info,two-digits}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{train,evaluate,info,two-digits,robustness,ablation,multimnist,compare-routing}")
 
     def data_args(p, source_default):
         p.add_argument("--dataset", choices=("mnist", "fashion-mnist"), default=None if source_default is None
@@ -93,12 +91,13 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--routing", choices=("hinton", "su"), default="hinton", help="routing update")
     t.add_argument("--iterations", type=positive_int, default=3, help="routing iterations")
     t.add_argument("--out", default="runs/capsnet", help="folder for checkpoint.pt and metrics.json")
-    t.add_argument("--no-resume", action="store_true", help="delete any checkpoint in --out and start fresh")
+    t.add_argument("--no-resume", action="store_true",
+                   help="start fresh: an old checkpoint in --out is replaced once the first new epoch is saved")
     t.add_argument("--amp", choices=("auto", "bf16", "fp16", "off"), default="auto",
-                   help="mixed precision; auto: bf16 on a CUDA GPU that has it, else off")
+                   help="mixed precision; auto: bf16 where the device has it natively (CUDA 8.0+, CPUs with "
+                   "AVX512-BF16/AMX), fp16 with a GradScaler on CUDA 7.x (T4, V100), else off")
     t.add_argument("--compile", action="store_true", help="wrap the model in torch.compile")
-    t.add_argument("--fast", action="store_true", help="capsedu.fast: fused routing, channels-last on CUDA, and "
-                   "with --amp auto, bf16 wherever the device has it natively (also on CPUs with AVX512-BF16)")
+    t.add_argument("--fast", action="store_true", help="capsedu.fast: fused routing, channels-last on CUDA")
     t.add_argument("--seed", type=non_negative_int, default=0, help="initial weights, shuffling and shifts")
     t.add_argument("--shift", type=non_negative_int, default=2, help="random shift augmentation, pixels")
     t.add_argument("--limit", type=positive_int, default=None, help="train on the first N images only")
@@ -121,36 +120,22 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("two-digits", help="Su's two-digit experiment (JSON)", formatter_class=fmt,
                        description="Train on single MNIST digits only, test on images of two distinct digits "
                        "(Su Jianlin's experiment); print the results as JSON. Options override the preset.")
-    d.add_argument("--preset", choices=("smoke", "quick", "full"), default=None,
-                   help="the book's settings for a mode (default: $CAPSEDU_MODE, else full on a GPU, quick on a CPU)")
-    d.add_argument("--source", choices=("auto", "sample", "full", "idx"), default=None,
-                   help="MNIST source (default: the preset's)")
-    d.add_argument("--root", default=None, help="data folder (default: $CAPSEDU_DATA or ~/.cache/capsedu)")
-    d.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
-    d.add_argument("--models", nargs="+", choices=TWO_DIGIT_MODELS, default=None, help="which models to train")
-    d.add_argument("--seeds", nargs="+", type=non_negative_int, default=None, help="one training run per seed")
-    d.add_argument("--epochs", type=positive_int, default=None, help="epochs for every model "
-                   "(default: the preset's; full: Su's 20 for pooling, 10 for the capsule heads)")
-    d.add_argument("--batch-size", type=positive_int, default=None, help="images per step")
-    d.add_argument("--lr", type=positive_float, default=None, help="Adam learning rate (constant)")
-    d.add_argument("--margin-lam", type=non_negative_float, default=None,
-                   help="margin loss weight of the absent classes (Su: 0.25)")
-    d.add_argument("--squash-k", type=positive_float, default=None, help="k in |s|^2/(k+|s|^2) (capsule heads)")
-    d.add_argument("--iterations", type=positive_int, default=None, help="routing iterations")
-    d.add_argument("--init", choices=TWO_DIGIT_INITS, default=None,
-                   help="initial weights: Keras's defaults (Su's) or PyTorch's")
-    d.add_argument("--limit", type=positive_int, default=None, help="train on the first N digits only")
-    d.add_argument("--test-limit", type=positive_int, default=None, help="test digits (and pairs from them)")
-    d.add_argument("--pairs", type=positive_int, default=None, help="two-digit test images per layout")
-    d.add_argument("--layouts", nargs="+", choices=TWO_DIGIT_LAYOUTS, default=None,
-                   help="how the two digits are placed")
-    d.add_argument("--shift", type=non_negative_int, default=None, help="random shift augmentation, pixels")
-    d.add_argument("--amp", choices=("auto", "bf16", "fp16", "off"), default=None,
-                   help="mixed precision (the presets: off)")
-    d.add_argument("--pair-seed", type=non_negative_int, default=None, help="seed of the test pairs")
-    d.add_argument("--out", default=None, help="also write the JSON to this file")
-    d.add_argument("--no-progress", action="store_true", help="no progress bar")
+    from .two_digit_cli import add_cli_arguments as two_digit_arguments
+    two_digit_arguments(d)
     d.set_defaults(func=cmd_two_digits)
+    from .paper_cli import EXPERIMENTS, add_cli_arguments as paper_arguments  # chapter 9's three experiments
+    for name, (*_, about) in EXPERIMENTS.items():
+        paper_arguments(sub.add_parser(name, help=about + " (JSON)", formatter_class=fmt, description=about + "; "
+                                       "the result as JSON on stdout (and in --out). Rerun with --resume to finish "
+                                       "an interrupted run."), name)
+        sub.choices[name].set_defaults(func=cmd_paper_experiment)
+    from .compare_routing_cli import add_cli_arguments as compare_routing_arguments  # chapter 10
+    c = sub.add_parser("compare-routing", help="dynamic, EM, self-attention and no routing on one budget (JSON)",
+                       formatter_class=fmt, description="Train the four routing methods of chapter 10 on the same "
+                       "data and budget; the result as JSON on stdout (and in --out). Rerun with --resume to "
+                       "finish an interrupted run.")
+    compare_routing_arguments(c)
+    c.set_defaults(func=cmd_compare_routing)
     return parser
 
 
@@ -164,44 +149,71 @@ def _version() -> str:
 
 
 def _write_json(obj, path: Path) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2) + "\n")
-    os.replace(tmp, path)
+    """Atomically, Ctrl-C held back until done, no .tmp left on any error."""
+    from .checkpoints import write_atomic
+    write_atomic(str(path), lambda f: f.write((json.dumps(obj, indent=2) + "\n").encode()))
+
+
+def _check_out_folder(out: Path, files) -> None:
+    """--out must be (or become) a writable folder whose ``files`` are files or absent: checked before any run."""
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} is a file; expected a folder (for {' and '.join(files)})")
+    for name in files:
+        if (out / name).is_dir():
+            raise ValueError(f"{out / name} is a folder; expected the file {name} (or nothing) in --out {out}")
+    existing = next(p for p in (out, *out.absolute().parents) if p.exists())
+    try:  # a real probe (a nameless temporary file): os.access says yes to root even on /proc
+        if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+            raise OSError
+        tempfile.TemporaryFile(dir=existing).close()
+    except OSError:
+        raise ValueError(f"--out {out}: cannot write into {existing}; choose a folder you can write to") from None
 
 
 def cmd_train(args) -> int:
+    import contextlib
     import dataclasses
 
     import torch
 
+    from .allocator import kept_freed_memory
+    from .checkpoints import remove_stale_tmp
     from .data import load_dataset
+    from .device import resolve_amp, resolve_device
     from .models import CapsNet
-    from .train import evaluate, fit, resolve_device
+    from .train import evaluate, fit
 
     start = time.time()
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     ckpt = out / "checkpoint.pt"
-    if ckpt.exists():
-        if args.no_resume:
-            ckpt.unlink()
-            print(f"capsedu: removed {ckpt} (--no-resume); starting fresh")
-        else:
-            print(f"capsedu: resuming from {ckpt} (--no-resume starts fresh)")
+    _check_out_folder(out, ("checkpoint.pt", "metrics.json"))  # nothing is created or removed until the run
     device = resolve_device(args.device)
+    resolve_amp(args.amp, device)                               # an --amp this device lacks: an error now
     data = load_dataset(args.dataset, args.source, device=device, root=args.root, verbose=True)
     if args.limit is not None and args.limit < len(data.y_train):
         data = dataclasses.replace(data, x_train=data.x_train[:args.limit], y_train=data.y_train[:args.limit])
     torch.manual_seed(args.seed)  # the initial weights
     model = CapsNet(routing=args.routing, iterations=args.iterations).to(device)
-    amp = args.amp
     if args.fast:
-        from .fast import accelerate, recommended_amp
+        from .fast import accelerate
         accelerate(model)
-        amp = recommended_amp(device) if amp == "auto" else amp
-    history = fit(model, data, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, device=device,
-                  amp=amp, compile=args.compile, checkpoint=str(ckpt), seed=args.seed, shift=args.shift,
-                  progress=not args.no_progress)
+    created = [p for p in (out.absolute(), *out.absolute().parents) if not p.exists()]  # deepest first
+    out.mkdir(parents=True, exist_ok=True)                      # the arguments are valid: the run starts
+    remove_stale_tmp(out / "metrics.json")                      # left by a killed run (fit clears the checkpoint's)
+    if ckpt.exists():
+        print(f"capsedu: {ckpt} is replaced after the first new epoch (--no-resume)" if args.no_resume
+              else f"capsedu: resuming from {ckpt} (--no-resume starts fresh)")
+    # On a CPU, glibc keeps freed memory while training (faster steps; capsedu.allocator), its defaults after.
+    kept = kept_freed_memory() if device.type == "cpu" else contextlib.nullcontext()
+    try:
+        with kept:
+            history = fit(model, data, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, device=device,
+                          amp=args.amp, compile=args.compile, checkpoint=str(ckpt), seed=args.seed,
+                          shift=args.shift, progress=not args.no_progress, resume=not args.no_resume)
+    finally:  # a run that stops before its first checkpoint leaves no empty folder behind
+        for folder in created:
+            if folder.is_dir() and not any(folder.iterdir()):
+                folder.rmdir()
     test_acc = history[-1]["test_acc"]
     if test_acc is None:
         test_acc = evaluate(model, data.x_test, data.y_test)["accuracy"]
@@ -223,22 +235,18 @@ def cmd_train(args) -> int:
 
 def cmd_evaluate(args) -> int:
     from .data import load_dataset
-    from .models import CapsNet, CapsNetConfig
-    from .train import evaluate, load_checkpoint, resolve_device
+    from .device import resolve_device
+    from .pretrained import capsnet_from_state
+    from .train import evaluate, load_checkpoint
 
+    device = resolve_device(args.device)
     ckpt = load_checkpoint(args.checkpoint)
     meta = ckpt["meta"]
     if meta.get("model") != "CapsNet" or not isinstance(meta.get("model_config"), dict):
         raise ValueError(f"{args.checkpoint} holds a {meta.get('model')}; the CLI evaluates CapsNet checkpoints only")
-    try:  # lists back to tuples, as CapsNetConfig has them
-        config = CapsNetConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in meta["model_config"].items()})
-        model = CapsNet(config)
-        model.load_state_dict(ckpt["model"])
-    except (TypeError, RuntimeError) as err:
-        raise ValueError(f"cannot rebuild the model stored in {args.checkpoint}: {str(err)[:160]}") from None
+    model = capsnet_from_state(meta["model_config"], ckpt["model"], str(args.checkpoint))
     name, source = (meta.get("dataset") or [None, None])[:2]
     name, source = args.dataset or name or "mnist", args.source or source or "auto"
-    device = resolve_device(args.device)
     model.to(device)
     data = load_dataset(name, source, device=device, root=args.root, verbose=False)
     x, y = data.x_test[:args.limit], data.y_test[:args.limit]  # [:None] keeps all
@@ -255,12 +263,11 @@ def _idx_present(folder: Path) -> bool:
 
 def cmd_info(args) -> int:
     import importlib.util
-    from importlib import resources
 
     import torch
 
-    from .data import FASHION_IDX_DIR
-    from .train import resolve_device
+    from .data import FASHION_IDX_DIR, sample_ok
+    from .device import hardware, resolve_amp, resolve_device
 
     root = Path(args.root or os.environ.get("CAPSEDU_DATA") or "~/.cache/capsedu").expanduser()
     mps = getattr(torch.backends, "mps", None)
@@ -269,10 +276,11 @@ def cmd_info(args) -> int:
         "python": platform.python_version(), "torch": torch.__version__, "capsedu": _version(),
         "devices": {"cuda": cuda, "mps": bool(mps is not None and mps.is_available()), "cpu": True,
                     "cuda_names": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]},
-        "default_device": str(resolve_device("auto")),
+        "default_device": str(resolve_device("auto")), "hardware": hardware(resolve_device("auto")),
+        "amp_auto": resolve_amp("auto", resolve_device("auto")),
         "data": {
             "root": str(root),
-            "sample": (resources.files("capsedu") / "assets" / "mnist10k.npz").is_file(),
+            "sample": sample_ok(),
             "torchvision": importlib.util.find_spec("torchvision") is not None,
             "mnist_full": _idx_present(root / "MNIST" / "raw"),
             "fashion_mnist_full": _idx_present(root / "FashionMNIST" / "raw"),
@@ -284,42 +292,19 @@ def cmd_info(args) -> int:
     return 0
 
 
-# option -> two_digit_experiment argument (--source, --root and --device choose the data)
-_TWO_DIGIT_OPTIONS = {"models": "models", "seeds": "seeds", "epochs": "epochs", "batch_size": "batch_size", "lr": "lr",
-                      "margin_lam": "margin_lam", "squash_k": "squash_k", "iterations": "iterations",
-                      "init": "init", "limit": "n_train", "test_limit": "n_test", "pairs": "n_pairs",
-                      "layouts": "layouts", "shift": "shift", "amp": "amp", "pair_seed": "pair_seed"}
+def cmd_paper_experiment(args) -> int:
+    from .paper_cli import cli_main
+    return cli_main(args)
+
+
+def cmd_compare_routing(args) -> int:
+    from .compare_routing_cli import cli_main
+    return cli_main(args)
 
 
 def cmd_two_digits(args) -> int:
-    import contextlib
-
-    from . import current_mode
-    from .data import load_dataset
-    from .experiments import PRESETS, two_digit_experiment
-    from .train import resolve_device
-
-    for opt in ("models", "seeds", "layouts"):  # a repeated value is a bad argument too: exit 2, one line
-        values = getattr(args, opt)
-        if values is not None and len(set(values)) != len(values):
-            print(f"python -m capsedu two-digits: error: argument --{opt}: values must be distinct, got "
-                  f"{' '.join(map(str, values))} (see python -m capsedu two-digits --help)", file=sys.stderr)
-            return 2
-    preset = args.preset or current_mode()
-    kwargs = dict(PRESETS[preset])
-    preset_source = kwargs.pop("source")
-    source = args.source or preset_source
-    kwargs.update({arg: getattr(args, opt) for opt, arg in _TWO_DIGIT_OPTIONS.items()
-                   if getattr(args, opt) is not None})  # --epochs N: N for every model
-    device = resolve_device(args.device)
-    with contextlib.redirect_stdout(sys.stderr):  # stdout carries the JSON only
-        data = load_dataset("mnist", source, device=device, root=args.root, verbose=True)
-    result = two_digit_experiment(data, device=device, progress=not args.no_progress, **kwargs)
-    output = {"command": shlex.join([sys.executable, "-m", "capsedu", *args.argv]), "preset": preset, **result}
-    if args.out:
-        _write_json(output, Path(args.out))
-    print(json.dumps(output, indent=2))
-    return 0
+    from .two_digit_cli import cli_main
+    return cli_main(args)
 
 
 def main(argv=None) -> int:

@@ -24,6 +24,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .device import resolve_device  # the one device choice; also importable from here
+
 NAMES = ("mnist", "fashion-mnist")
 SOURCES = ("auto", "sample", "full", "idx")
 SAMPLE_SHA256 = "c03d6af810269a0b25ef8e8971f521767d52b05849e4fd977d6ca9528003c0b3"
@@ -106,22 +108,6 @@ def load_dataset(name="mnist", source="auto", device="cpu", root=None, verbose=T
     return ds
 
 
-def resolve_device(device="auto") -> torch.device:
-    """"auto" -> cuda if available, else mps, else cpu; anything else is checked and returned."""
-    if device == "auto":
-        if torch.cuda.is_available():
-            return torch.device("cuda")
-        mps = getattr(torch.backends, "mps", None)
-        return torch.device("mps" if mps is not None and mps.is_available() else "cpu")
-    try:
-        device = torch.device(device)
-    except (RuntimeError, TypeError):
-        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'mps', got {device!r}") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device='cuda' asked for, but torch sees no CUDA GPU; use device='auto' or 'cpu'")
-    return device
-
-
 def _to_tensors(arrays, device):
     """uint8 (N,28,28) images and labels -> float32 (N,1,28,28) in [0,1] and int64, converted on `device`."""
     out = []
@@ -131,13 +117,26 @@ def _to_tensors(arrays, device):
     return out
 
 
-def _load_sample():
-    """The shipped 10k MNIST digits, sha256-checked, split 9,000 / 1,000 in stored order."""
+def _sample_bytes():
+    """The embedded sample file and its bytes (None if it cannot be read)."""
     res = resources.files("capsedu") / "assets" / "mnist10k.npz"
     try:
-        blob = res.read_bytes()
+        return res, res.read_bytes()
     except (FileNotFoundError, OSError):
-        raise DataError(f"the embedded MNIST sample {res} is missing; reinstall capsedu") from None
+        return res, None
+
+
+def sample_ok() -> bool:
+    """True when the embedded sample is present and matches its sha256 (what ``info`` reports)."""
+    blob = _sample_bytes()[1]
+    return blob is not None and hashlib.sha256(blob).hexdigest() == SAMPLE_SHA256
+
+
+def _load_sample():
+    """The shipped 10k MNIST digits, sha256-checked, split 9,000 / 1,000 in stored order."""
+    res, blob = _sample_bytes()
+    if blob is None:
+        raise DataError(f"the embedded MNIST sample {res} is missing; reinstall capsedu")
     digest = hashlib.sha256(blob).hexdigest()
     if digest != SAMPLE_SHA256:
         raise DataError(f"the embedded MNIST sample {res} is corrupt: sha256 {digest}, expected {SAMPLE_SHA256}")
@@ -210,8 +209,13 @@ def _load_idx_folder(folder):
     for x, y, split in ((arrays[0], arrays[1], "train"), (arrays[2], arrays[3], "t10k")):
         if x.ndim != 3 or x.shape[1:] != (28, 28) or x.dtype != np.uint8:
             raise DataError(f"{split} images in {folder} are {x.dtype} {x.shape}, expected uint8 (N, 28, 28)")
-        if y.shape != (len(x),) or y.size == 0 or y.max() > 9:
-            raise DataError(f"{split} labels in {folder} have shape {y.shape}, expected ({len(x)},) with values 0-9")
+        if len(x) == 0:
+            raise DataError(f"{split} images in {folder} hold no images; expected at least one 28x28 image")
+        if y.shape != (len(x),) or y.dtype.kind not in "iu":
+            raise DataError(f"{split} labels in {folder} are {y.dtype} of shape {y.shape}, "
+                            f"expected {len(x)} integer labels (one per image)")
+        if y.min() < 0 or y.max() > 9:
+            raise DataError(f"{split} labels in {folder} range from {y.min()} to {y.max()}, expected values 0-9")
     return arrays
 
 
@@ -222,7 +226,7 @@ def random_shift(x, max_shift=2, generator=None):
         raise ValueError(f"x must be a tensor of shape (B, C, H, W), got {getattr(x, 'shape', type(x))}")
     B, C, H, W = x.shape
     m = max_shift
-    if not isinstance(m, int) or not 0 <= m < min(H, W):
+    if isinstance(m, bool) or not isinstance(m, int) or not 0 <= m < min(H, W):
         raise ValueError(f"max_shift must be an int in [0, {min(H, W) - 1}], got {m!r}")
     dy, dx = _randint(-m, m + 1, (2, B), generator, x.device)  # (B,) each
     p = F.pad(x, (m, m, m, m))  # (B, C, H+2m, W+2m)

@@ -4,16 +4,15 @@
 measured to pay off, and a test checks that both give the same capsules and the
 same gradients:
 
-- ``fused_routing``: the routing loop compiled with ``torch.compile`` into a few
-  fused kernels (the eager loop launches ~10 small operations per iteration), with
-  the first iteration's uniform coupling taken as a plain sum.
-  ``detach_inner=True`` stops gradients through all but the last iteration, as
-  several public implementations do; that changes the gradients, so it is off
-  by default and chapter 8 measures what it costs in accuracy.
+- ``fused_routing``: ``routing.routing_loop`` itself, compiled with ``torch.compile``
+  into a few fused kernels (the eager loop launches ~10 small operations per
+  iteration). ``detach_inner=True`` stops gradients through all but the last
+  iteration, as several public implementations do; that changes the gradients, so
+  it is off by default and chapter 8 measures what it costs in accuracy.
 - ``accelerate(model)``: puts ``fused_routing`` into a model's routed capsule
   layers and, on CUDA, stores convolutions channels-last.
-- ``recommended_amp(device)``: bf16 autocast where the hardware does bf16 natively
-  (recent NVIDIA GPUs; CPUs with AVX512-BF16 or AMX), else full precision.
+
+The precision to run it in is ``capsedu.device.resolve_amp("auto", device)``'s choice.
 """
 from __future__ import annotations
 
@@ -23,40 +22,20 @@ import warnings
 import torch
 from torch import nn
 
-from .functional import squash
-from .routing import _check_routing_args
+from .routing import check_routing_args, full_range, routing_loop
 
-__all__ = ["fused_routing", "accelerate", "recommended_amp", "cpu_has_native_bf16"]
-
-
-def _routing_kernel(u: torch.Tensor, iterations: int, additive: bool, squash_k: float,
-                    detach_inner: bool) -> torch.Tensor:
-    """Routing on the (B, N_out, N_in, D) layout; returns v (B, N_out, D)."""
-    inner = u.detach() if detach_inner else u
-    logits = None
-    for r in range(iterations):
-        src = u if r == iterations - 1 else inner
-        if logits is None:  # b = 0, so c_ij = 1/N_out for every pair: s_j is a plain sum
-            s = src.sum(dim=2) / u.shape[1]
-        else:
-            c = torch.softmax(logits, dim=1)                        # over output capsules j
-            s = (c.unsqueeze(2) @ src).squeeze(2)                   # (B, N_out, D)
-        v = squash(s, dim=-1, k=squash_k)
-        if r < iterations - 1:
-            agreement = (src @ v.unsqueeze(-1)).squeeze(-1)         # (B, N_out, N_in)
-            logits = agreement if logits is None or not additive else logits + agreement
-    return v
+__all__ = ["fused_routing", "accelerate"]
 
 
 @functools.lru_cache(maxsize=None)
-def _compiled_kernel():
-    # Each iteration count, mode, precision and grad mode is its own graph (the loop is
-    # unrolled); dynamo's default of 8 graphs per function is too few for a notebook
-    # that compares them, so allow more.
-    config = torch._dynamo.config
-    if getattr(config, "recompile_limit", 64) < 64:
-        config.recompile_limit = 64
-    return torch.compile(_routing_kernel, fullgraph=True)
+def _compiled_loop():
+    return torch.compile(routing_loop, fullgraph=True)
+
+
+# Each iteration count, mode, precision and grad mode is its own graph (the loop is
+# unrolled); dynamo's default of 8 graphs per function is too few for a notebook that
+# compares them. The higher limit applies only while fused routing runs.
+RECOMPILE_LIMIT = 64
 
 
 def _dispatch_mode_active() -> bool:
@@ -72,49 +51,31 @@ def fused_routing(u_hat: torch.Tensor, iterations: int = 3, mode: str = "hinton"
                   detach_inner: bool = False, compile: bool = True) -> torch.Tensor:
     """Same contract as ``dynamic_routing(u_hat, iterations, mode, squash_k=...)`` (no history).
 
-    With ``compile=True`` the first call compiles the loop (seconds). It compiles again
-    for a new number of capsules, mode, iteration count, precision or grad mode, but
-    not for a new batch size. If compilation fails (no C++ compiler, an unsupported
-    platform, too many variants) it warns once and from then on runs the loop eagerly.
+    With ``compile=True`` the first call compiles ``routing.routing_loop`` (seconds). It
+    compiles again for a new number of capsules, mode, iteration count, precision or grad
+    mode, but not for a new batch size. If compilation fails (no C++ compiler, an
+    unsupported platform, too many variants) it warns once and runs the loop eagerly.
     """
     global _compile_failed
-    _check_routing_args(u_hat, iterations, mode)
+    check_routing_args(u_hat, iterations, mode)
     u = u_hat.transpose(1, 2).contiguous()                          # free when stored as capsedu's layers do
     # Without autograd, detaching changes nothing: one compiled variant fewer.
     detach = bool(detach_inner) and torch.is_grad_enabled()
-    args = (u, iterations, mode == "hinton", float(squash_k), detach)
-    if compile and not _compile_failed and not _dispatch_mode_active():
-        # One kernel for every batch size (training batches, a smaller last batch,
-        # evaluation batches) rather than one compilation per size.
-        torch._dynamo.maybe_mark_dynamic(u, 0)
-        try:
-            return _compiled_kernel()(*args)
-        except Exception as err:  # compilation problems surface at the first call
-            _compile_failed = True
-            warnings.warn(f"capsedu.fast: torch.compile failed ({type(err).__name__}: {err}); "
-                          "routing runs eagerly instead", RuntimeWarning, stacklevel=2)
-    return _routing_kernel(*args)
-
-
-def cpu_has_native_bf16() -> bool:
-    """True when the CPU has bf16 arithmetic instructions (AVX512-BF16 or AMX-BF16).
-
-    Elsewhere PyTorch emulates bf16 on the CPU, which is often slower than float32.
-    Reads /proc/cpuinfo, so it answers False off Linux.
-    """
-    from .bench import cpuinfo
-    flags = (cpuinfo("flags") or "").split()
-    return "avx512_bf16" in flags or "amx_bf16" in flags
-
-
-def recommended_amp(device) -> str:
-    """"bf16" where the device does bf16 natively, else "off" (an ``amp`` value for ``train.fit``)."""
-    device = torch.device(device)
-    if device.type == "cuda":
-        return "bf16" if torch.cuda.is_bf16_supported() else "off"
-    if device.type == "cpu":
-        return "bf16" if cpu_has_native_bf16() else "off"
-    return "off"
+    with full_range(u) as u:
+        args = (u, iterations, mode, float(squash_k), detach)
+        if compile and not _compile_failed and not _dispatch_mode_active():
+            # One kernel for every batch size (training batches, a smaller last batch,
+            # evaluation batches) rather than one compilation per size.
+            torch._dynamo.maybe_mark_dynamic(u, 0)
+            limit = max(RECOMPILE_LIMIT, torch._dynamo.config.recompile_limit)
+            try:
+                with torch._dynamo.config.patch(recompile_limit=limit):
+                    return _compiled_loop()(*args).to(u_hat.dtype)
+            except Exception as err:  # compilation problems surface at the first call
+                _compile_failed = True
+                warnings.warn(f"capsedu.fast: torch.compile failed ({type(err).__name__}: {err}); "
+                              "routing runs eagerly instead", RuntimeWarning, stacklevel=2)
+        return routing_loop(*args).to(u_hat.dtype)
 
 
 def accelerate(model: nn.Module, compile_routing: bool = True, detach_inner: bool = False,

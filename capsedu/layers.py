@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .functional import squash
+from .functional import check_count, check_number, squash
 from .routing import ROUTING_MODES, dynamic_routing
 
 __all__ = ["PrimaryCapsules", "DenseCapsules", "SharedCapsules"]
@@ -37,6 +37,10 @@ class PrimaryCapsules(nn.Module):
 
     def __init__(self, in_channels=256, capsule_types=32, capsule_dim=8, kernel_size=9, stride=2, squash_k=1.0):
         super().__init__()
+        for name, value in (("in_channels", in_channels), ("capsule_types", capsule_types),
+                            ("capsule_dim", capsule_dim), ("kernel_size", kernel_size), ("stride", stride)):
+            check_count(value, f"PrimaryCapsules: {name}")
+        check_number(squash_k, "PrimaryCapsules: squash_k")
         self.in_channels, self.capsule_types, self.capsule_dim = in_channels, capsule_types, capsule_dim
         self.squash_k = squash_k
         # ONE convolution with types*dim channels (the paper's "32 channels of 8-D
@@ -66,6 +70,9 @@ class _RoutedCapsules(nn.Module):
             raise ValueError(f"unknown routing mode {routing!r}; expected one of {ROUTING_MODES}")
         if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
             raise ValueError(f"iterations must be a positive int, got {iterations!r}")
+        for name, value in (("in_dim", in_dim), ("out_capsules", out_capsules), ("out_dim", out_dim)):
+            check_count(value, f"{type(self).__name__}: {name}")
+        check_number(squash_k, f"{type(self).__name__}: squash_k")
         self.in_dim, self.out_capsules, self.out_dim = in_dim, out_capsules, out_dim
         self.iterations, self.routing, self.squash_k = iterations, routing, squash_k
         # None: the readable dynamic_routing. capsedu.fast.accelerate() puts a fused
@@ -92,6 +99,7 @@ class DenseCapsules(_RoutedCapsules):
     def __init__(self, in_capsules=1152, in_dim=8, out_capsules=10, out_dim=16,
                  iterations=3, routing="hinton", squash_k=1.0):
         super().__init__(in_dim, out_capsules, out_dim, iterations, routing, squash_k)
+        check_count(in_capsules, "DenseCapsules: in_capsules")
         self.in_capsules = in_capsules
         self.weight = nn.Parameter(W_INIT_STD * torch.randn(in_capsules, out_capsules, out_dim, in_dim))
 

@@ -8,6 +8,7 @@
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields, replace
 from typing import Optional, Sequence, Tuple
 
@@ -15,10 +16,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .functional import as_multi_hot, safe_norm
+from .functional import as_multi_hot, check_count, check_number, safe_norm
 from .layers import DenseCapsules, PrimaryCapsules, SharedCapsules
+from .routing import ROUTING_MODES
 
 __all__ = ["CapsNetConfig", "CapsNet", "Decoder", "ConvStack", "PoolingClassifier", "CapsuleClassifier"]
+
+
+# The largest CapsNet built (about 4 GB of float32 weights): a stored config asking for more is an error,
+# not an allocation that exhausts the machine.
+MAX_PARAMETERS = 1_000_000_000
 
 
 def _conv_out(size: int, kernel: int, stride: int = 1) -> int:
@@ -43,6 +50,54 @@ class CapsNetConfig:
     squash_k: float = 1.0
     decoder_hidden: Tuple[int, ...] = (512, 1024)
 
+    def __post_init__(self):
+        """Every field checked once, here, so a bad value fails at construction with its name."""
+        if isinstance(self.image_size, int) and not isinstance(self.image_size, bool):
+            object.__setattr__(self, "image_size", (self.image_size,) * 2)
+        for name in ("image_size", "decoder_hidden"):  # lists (from JSON or a checkpoint) back to tuples
+            value = getattr(self, name)
+            if not isinstance(value, (tuple, list)) or (name == "image_size" and len(value) != 2):
+                want = "(height, width)" if name == "image_size" else "a sequence of layer widths"
+                raise ValueError(f"CapsNetConfig: {name} must be {want}, got {value!r}")
+            object.__setattr__(self, name, tuple(value))
+            for v in value:
+                check_count(v, f"CapsNetConfig: each of {name}")
+        for name in ("in_channels", "conv_channels", "conv_kernel", "primary_types", "primary_dim",
+                     "primary_kernel", "primary_stride", "num_classes", "digit_dim", "iterations"):
+            check_count(getattr(self, name), f"CapsNetConfig: {name}")
+        if self.routing not in ROUTING_MODES:
+            raise ValueError(f"CapsNetConfig: unknown routing mode {self.routing!r}; expected one of {ROUTING_MODES}")
+        check_number(self.squash_k, "CapsNetConfig: squash_k")
+        if min(self.primary_grid) < 1:
+            raise ValueError(f"CapsNetConfig: image_size {self.image_size} is too small for a "
+                             f"{self.conv_kernel}x{self.conv_kernel} and a {self.primary_kernel}x"
+                             f"{self.primary_kernel} convolution")
+        if self.parameter_count > MAX_PARAMETERS:
+            raise ValueError(f"CapsNetConfig: these sizes make {self.parameter_count:,} parameters, more than "
+                             f"the {MAX_PARAMETERS:,} capsedu builds (the paper's CapsNet has 8,215,568)")
+
+    @classmethod
+    def from_dict(cls, values) -> "CapsNetConfig":
+        """The config stored in a checkpoint or in the pretrained weights' file; unknown keys are an error."""
+        if not isinstance(values, dict):
+            raise TypeError(f"a CapsNet config must be a dict of CapsNetConfig fields, got {type(values).__name__}")
+        unknown = set(values) - {f.name for f in fields(cls)}
+        if unknown:
+            raise ValueError(f"unknown CapsNetConfig field(s) {sorted(unknown)}")
+        return cls(**values)
+
+    @property
+    def parameter_count(self) -> int:
+        """Trainable parameters of ``CapsNet(self)``, from the sizes alone (8,215,568 for the paper)."""
+        conv = self.in_channels * self.conv_channels * self.conv_kernel ** 2 + self.conv_channels
+        primary_out = self.primary_types * self.primary_dim
+        primary = self.conv_channels * primary_out * self.primary_kernel ** 2 + primary_out
+        digits = self.num_primary * self.num_classes * self.digit_dim * self.primary_dim
+        sizes = [self.num_classes * self.digit_dim, *self.decoder_hidden,
+                 self.in_channels * self.image_size[0] * self.image_size[1]]
+        decoder = sum(a * b + b for a, b in zip(sizes[:-1], sizes[1:]))
+        return conv + primary + digits + decoder
+
     @property
     def primary_grid(self) -> Tuple[int, int]:
         """Height and width of the primary-capsule grid (6 x 6 for the paper)."""
@@ -66,7 +121,7 @@ class Decoder(nn.Module):
         layers = []
         for a, b in zip(sizes[:-1], sizes[1:]):
             layers += [nn.Linear(a, b), nn.ReLU(inplace=True)]
-        layers += [nn.Linear(sizes[-1], int(torch.tensor(self.out_shape).prod())), nn.Sigmoid()]
+        layers += [nn.Linear(sizes[-1], math.prod(self.out_shape)), nn.Sigmoid()]
         self.net = nn.Sequential(*layers)
 
     def forward(self, capsules: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -80,15 +135,14 @@ class CapsNet(nn.Module):
 
     def __init__(self, config: Optional[CapsNetConfig] = None, **overrides):
         super().__init__()
+        if config is not None and not isinstance(config, CapsNetConfig):
+            raise TypeError(f"CapsNet: config must be a CapsNetConfig or None (options go by keyword, e.g. "
+                            f"CapsNet(routing='su')), got {type(config).__name__} {config!r}")
         config = config or CapsNetConfig()
         unknown = set(overrides) - {f.name for f in fields(CapsNetConfig)}
         if unknown:
             raise TypeError(f"CapsNet: unknown option(s) {sorted(unknown)}; see CapsNetConfig")
-        if isinstance(overrides.get("image_size"), int):
-            overrides["image_size"] = (overrides["image_size"],) * 2
-        self.config = c = replace(config, **overrides)
-        if min(c.primary_grid) < 1:
-            raise ValueError(f"image_size {c.image_size} is too small for two {c.conv_kernel}x{c.conv_kernel} convolutions")
+        self.config = c = replace(config, **overrides)                 # checked by CapsNetConfig
         self.conv1 = nn.Conv2d(c.in_channels, c.conv_channels, c.conv_kernel)
         self.primary = PrimaryCapsules(c.conv_channels, c.primary_types, c.primary_dim,
                                        c.primary_kernel, c.primary_stride, c.squash_k)
@@ -101,14 +155,18 @@ class CapsNet(nn.Module):
         want = (c.in_channels, *c.image_size)
         if not isinstance(x, torch.Tensor):
             raise TypeError(f"CapsNet expects a torch.Tensor of images, got {type(x).__name__}")
-        if x.dim() != 4 or tuple(x.shape[1:]) != want:
-            raise ValueError(f"CapsNet expects images of shape (batch, {', '.join(map(str, want))}), got {tuple(x.shape)}")
+        if x.dim() != 4 or tuple(x.shape[1:]) != want or len(x) == 0:
+            raise ValueError(f"CapsNet expects images of shape (batch, {', '.join(map(str, want))}) with "
+                             f"batch >= 1, got {tuple(x.shape)}")
         if not x.is_floating_point():
             raise TypeError(f"CapsNet expects floating-point images in [0, 1], got dtype {x.dtype}")
 
     def capsules(self, x: torch.Tensor, return_history: bool = False):
         """Images -> digit capsules (B, C, D) [, routing history], without the decoder."""
         self._check_images(x)
+        weight = self.conv1.weight
+        if x.dtype != weight.dtype and not torch.is_autocast_enabled(x.device.type):
+            x = x.to(weight.dtype)  # e.g. fp16 or fp64 images into a float32 model: the model's precision
         features = F.relu(self.conv1(x))                            # (B, 256, 20, 20)
         primary = self.primary(features)                            # (B, 1152, 8)
         return self.digits(primary, return_history)                 # (B, 10, 16)
@@ -128,6 +186,8 @@ class ConvStack(nn.Module):
 
     def __init__(self, in_channels: int = 1, width: int = 64):
         super().__init__()
+        check_count(in_channels, "ConvStack: in_channels")
+        check_count(width, "ConvStack: width")
         self.out_channels = 2 * width
         self.net = nn.Sequential(
             nn.Conv2d(in_channels, width, 3), nn.ReLU(inplace=True),
@@ -149,6 +209,8 @@ class PoolingClassifier(nn.Module):
 
     def __init__(self, num_classes: int = 10, in_channels: int = 1, hidden: int = 128):
         super().__init__()
+        check_count(num_classes, "PoolingClassifier: num_classes")
+        check_count(hidden, "PoolingClassifier: hidden")
         self.features = ConvStack(in_channels)
         self.head = nn.Sequential(nn.Linear(self.features.out_channels, hidden), nn.ReLU(inplace=True),
                                   nn.Linear(hidden, num_classes), nn.Sigmoid())
@@ -164,6 +226,7 @@ class CapsuleClassifier(nn.Module):
     def __init__(self, num_classes: int = 10, in_channels: int = 1, capsule_dim: int = 16,
                  iterations: int = 3, routing: str = "su", squash_k: float = 0.5):
         super().__init__()
+        check_count(num_classes, "CapsuleClassifier: num_classes")
         self.features = ConvStack(in_channels)
         self.capsules = SharedCapsules(self.features.out_channels, num_classes, capsule_dim,
                                        iterations, routing, squash_k)

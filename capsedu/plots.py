@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import io
+import operator
 from contextlib import contextmanager
 from typing import Dict, List, Optional, Sequence
 
@@ -23,12 +24,13 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Circle
 from PIL import Image as PILImage
 
-from .functional import NORM_COMPRESSIONS, compress, safe_norm, squash
+from .functional import NORM_COMPRESSIONS, check_images, compress, safe_norm, squash
+from .models import CapsNet
 from .routing import dynamic_routing
 
 __all__ = ["SQUASH_VARIANTS", "PAPER_DELTAS", "one_thread", "squash_curves", "toy_predictions",
            "capsnet_predictions", "routing_frames", "perturb", "perturbation_grid", "SquashPlot",
-           "RoutingPlot", "PerturbationPlot"]
+           "RoutingPlot", "PerturbationPlot", "check_capsnet", "capsnet_images", "check_deltas"]
 
 SQUASH_VARIANTS = tuple(NORM_COMPRESSIONS)          # paper, su, tanh, exp, rational
 VARIANT_LABELS = {"paper": "paper  n²/(1+n²)", "su": "Su  n²/(0.5+n²)", "tanh": "tanh n",
@@ -79,10 +81,38 @@ def toy_predictions(seed: int = 0, n_in: int = 12) -> torch.Tensor:
     return u_hat.unsqueeze(0)                                                # (1, N_in, N_out, D)
 
 
+def check_capsnet(model, who: str) -> None:
+    """The explorers and twins read a CapsNet's conv1, primary and digit capsules and decoder."""
+    if not isinstance(model, CapsNet):
+        raise TypeError(f"{who}: expected a capsedu CapsNet (e.g. capsedu.pretrained.load_capsnet()), "
+                        f"got {type(model).__name__}")
+
+
+def capsnet_images(model, images, who: str) -> torch.Tensor:
+    """``images`` (N, C, H, W), or one image (C, H, W), checked against the CapsNet's config -> (N, C, H, W)."""
+    check_capsnet(model, who)
+    c = model.config
+    want = (c.in_channels, *c.image_size)
+    if want != (1, 28, 28):
+        raise ValueError(f"{who}: the explorers draw 28x28 grey digits; this CapsNet takes images {want}")
+    if not isinstance(images, torch.Tensor):
+        raise TypeError(f"{who}: expected a tensor of images (N, {', '.join(map(str, want))}), "
+                        f"got {type(images).__name__}")
+    x = images.unsqueeze(0) if images.dim() == 3 else images
+    if x.dim() != 4 or tuple(x.shape[1:]) != want or len(x) == 0:
+        raise ValueError(f"{who}: expected images of shape (N, {', '.join(map(str, want))}) with N >= 1, "
+                         f"or one image {want}, got {tuple(images.shape)}")
+    check_images(x.float(), f"{who}: images")
+    return x.float()
+
+
 @torch.no_grad()
 def capsnet_predictions(model, image: torch.Tensor):
     """One image (1, 28, 28) -> (u_hat (1, 1152, 10, 16), primary lengths (1152,)) of a CapsNet."""
-    x = image.reshape(1, *image.shape[-3:]).to(next(model.parameters()).device)
+    x = capsnet_images(model, image, "capsnet_predictions")
+    if len(x) != 1:
+        raise ValueError(f"capsnet_predictions: expected one image, got a batch of {len(x)}")
+    x = x.to(next(model.parameters()).device)
     primary = model.primary(F.relu(model.conv1(x)))                          # (1, 1152, 8)
     return model.digits.predictions(primary).cpu(), safe_norm(primary[0]).cpu()
 
@@ -103,6 +133,31 @@ def routing_frames(u_hat: torch.Tensor, iterations: int = 3, mode: str = "hinton
     return frames
 
 
+def _check_capsule_choice(caps: torch.Tensor, label, dim) -> None:
+    """``label`` indexes a digit capsule of ``caps`` (1, C, D) and ``dim`` (if given) one of its D numbers."""
+    C, D = caps.shape[-2:]
+    for value, name, size in ((label, "label", C), (dim, "dim", D)):
+        if value is None and name == "dim":
+            continue
+        try:
+            index = operator.index(value)  # ints, numpy ints, 0-d integer tensors
+        except TypeError:
+            index = None
+        if isinstance(value, bool) or index is None or not 0 <= index < size:
+            raise ValueError(f"{name} must be an int in [0, {size - 1}], got {value!r}")
+
+
+def check_deltas(deltas, who: str):
+    """A non-empty sequence of finite numbers (the perturbation values), returned as a tuple of floats."""
+    try:
+        values = tuple(float(v) for v in deltas)
+    except (TypeError, ValueError):
+        raise TypeError(f"{who}: deltas must be a sequence of numbers, got {deltas!r}") from None
+    if not values or not all(np.isfinite(values)):
+        raise ValueError(f"{who}: deltas must be a non-empty sequence of finite numbers, got {deltas!r}")
+    return values
+
+
 def _device(model) -> torch.device:
     return next(model.parameters()).device
 
@@ -121,6 +176,7 @@ def perturb(model, capsules: torch.Tensor, label: int, dim=None, delta=0.0) -> t
     whole vector (the live widget's 16 sliders at once).
     """
     caps = capsules.reshape(1, *capsules.shape[-2:]).to(_device(model), copy=True)   # (1, 10, 16)
+    _check_capsule_choice(caps, label, dim)
     if dim is None:
         caps[0, label] += torch.as_tensor(delta, dtype=caps.dtype, device=caps.device)
     else:
@@ -133,11 +189,14 @@ def perturbation_grid(model, capsules: torch.Tensor, label: int,
                       deltas: Sequence[float] = PAPER_DELTAS) -> torch.Tensor:
     """The paper's Figure 4 for one digit: reconstructions (16, len(deltas), 28, 28), one decoder call."""
     caps = capsules.reshape(1, *capsules.shape[-2:]).to(_device(model))        # (1, 10, 16)
+    _check_capsule_choice(caps, label, None)
+    deltas = check_deltas(deltas, "perturbation_grid")
     D, V = caps.shape[-1], len(deltas)
     batch = caps.repeat(D * V, 1, 1)                                          # (D*V, 10, 16)
     rows = torch.arange(D).repeat_interleave(V)
     batch[torch.arange(D * V), label, rows] += torch.tensor(deltas, dtype=caps.dtype).repeat(D).to(caps.device)
-    return _decode(model, batch, label).reshape(D, V, 28, 28).cpu()
+    recon = _decode(model, batch, label)                                      # (D*V, H, W)
+    return recon.reshape(D, V, *recon.shape[-2:]).cpu()
 
 
 # ---------------------------------------------------------------- renderers (one figure each, reused)

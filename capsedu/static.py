@@ -25,8 +25,8 @@ import numpy as np
 import torch
 from PIL import Image as PILImage
 
-from .functional import safe_norm
-from .plots import (PAPER_DELTAS, SQUASH_VARIANTS, RoutingPlot, SquashPlot,
+from .functional import check_count, check_number, safe_norm
+from .plots import (PAPER_DELTAS, SQUASH_VARIANTS, RoutingPlot, SquashPlot, capsnet_images, check_deltas,
                       capsnet_predictions, one_thread, perturbation_grid, routing_frames, toy_predictions)
 
 __all__ = ["Control", "Twin", "squash_twin", "routing_twin", "perturbation_twin", "SQUASH_TWIN_K",
@@ -154,6 +154,12 @@ def _plot_twin(kind, plot, controls, settings, alt) -> Twin:
 
 def squash_twin(ks: Sequence[float] = SQUASH_TWIN_K) -> Twin:
     """The squash explorer for each k in ``ks`` and each set of variants in ``SQUASH_TWIN_SETS``."""
+    values = tuple(ks) if hasattr(ks, "__iter__") and not isinstance(ks, (str, bytes)) else ()
+    if not values:
+        raise ValueError(f"squash_twin: ks must be a non-empty sequence of numbers > 0, got {ks!r}")
+    for k in values:
+        check_number(k.item() if hasattr(k, "item") else k, "squash_twin: each k")
+    ks = values
     sets = list(SQUASH_TWIN_SETS)
     plot = SquashPlot()
     controls = [Control("k", [f"{k:g}" for k in ks], "range", list(ks).index(1.0) if 1.0 in ks else 0),
@@ -165,6 +171,13 @@ def squash_twin(ks: Sequence[float] = SQUASH_TWIN_K) -> Twin:
 
 def routing_twin(model=None, image: Optional[torch.Tensor] = None, iterations: int = 5) -> Twin:
     """Routing iterations 1..``iterations`` with Hinton's and Su's update, on the toy layer and a CapsNet input."""
+    if (model is None) != (image is None):
+        raise ValueError("routing_twin: pass both model and image (1, 28, 28), or neither")
+    check_count(iterations, "routing_twin: iterations")
+    if model is not None:
+        image = capsnet_images(model, image, "routing_twin")
+        if len(image) != 1:
+            raise ValueError(f"routing_twin: expected one image (1, 28, 28), got a batch of {len(image)}")
     toy = toy_predictions()
     with one_thread():
         net = capsnet_predictions(model, image) if model is not None else None
@@ -183,7 +196,8 @@ def routing_twin(model=None, image: Optional[torch.Tensor] = None, iterations: i
 
 def perturbation_twin(model, images: torch.Tensor, deltas: Sequence[float] = PAPER_DELTAS) -> Twin:
     """The paper's Figure 4 as a twin: each of ``images`` (N, 1, 28, 28), 16 dimensions x ``deltas``."""
-    images = images.reshape(-1, 1, 28, 28)
+    images = capsnet_images(model, images, "perturbation_twin")
+    deltas = check_deltas(deltas, "perturbation_twin")
     with one_thread(), torch.no_grad():
         capsules = model.capsules(images.to(next(model.parameters()).device)).cpu()     # (N, 10, 16)
         labels = safe_norm(capsules, dim=-1).argmax(dim=1)

@@ -1,36 +1,43 @@
 """Floor 5: training and evaluation.
 
 - ``fit``: Adam with the official code's staircase decay (x0.96 every 2,000 steps), whole
-  datasets kept as tensors on the device, shift augmentation, bf16/fp16 autocast,
-  an optional ``torch.compile``, a ``tqdm`` bar per epoch, and checkpoints that
-  resume bit-exactly (on CPU) after an interruption.
-- ``evaluate`` / ``predict_lengths``: accuracy and scores in eval mode, no augmentation.
+  datasets kept as tensors on the device, shift augmentation, bf16/fp16 autocast (the
+  precision from ``device.resolve_amp``; fp16 with a ``GradScaler``), an optional
+  ``torch.compile``, one progress bar per run (epochs as the unit, accuracy in the postfix)
+  and checkpoints that resume bit-exactly (on CPU) after an interruption.
+- ``fit`` is four small steps, public so that chapter 5 can run the loop on the page:
+  ``start_run`` (set-up, or resume from a checkpoint), ``train_epoch`` (one pass over the
+  training set), ``epoch_record`` (the epoch's line in the history) and ``checkpoint_state``
+  (what a checkpoint holds).
+- ``evaluate`` / ``predict_lengths`` (``evaluation.py``, re-exported): accuracy and scores in eval mode.
 - ``History``: one plain dict per epoch, ready for json and for the book's plots.
 - Checkpoints (``checkpoints.py``): written atomically each epoch, read back with one clear
   error if anything is wrong; ``load_checkpoint`` and ``CheckpointError`` are re-exported.
 """
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import time
 from dataclasses import dataclass, field, is_dataclass
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 import torch
-import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from .allocator import keep_freed_memory
-from .checkpoints import CHECKPOINT_FORMAT, CheckpointError, _plain, _restore, _save_atomic, load_checkpoint
-from .data import resolve_device  # re-exported: the CLI and experiments import it from here
-from .functional import margin_loss, reconstruction_loss
+from .checkpoints import (CHECKPOINT_FORMAT, CheckpointError, load_checkpoint, plain, remove_stale_tmp, restore,
+                          save_atomic)
+from .data import random_shift
+from .device import autocast, grad_scaler, resolve_amp, resolve_device
+from .evaluation import count_correct, float_targets, evaluate, predict_lengths
+from .functional import check_count, check_images, check_number, check_targets, margin_loss, reconstruction_loss
 
-__all__ = ["fit", "evaluate", "predict_lengths", "History", "CheckpointError", "load_checkpoint",
-           "resolve_device", "resolve_amp"]
+__all__ = ["fit", "start_run", "train_epoch", "epoch_record", "checkpoint_state", "Run", "History",
+           "evaluate", "predict_lengths", "CheckpointError", "load_checkpoint", "LR_SCHEDULES"]
+# Also importable from here, as experiments.py does: resolve_device and resolve_amp (from device.py).
 
 SYNC_EVERY = {"cpu": 1, "cuda": 50, "mps": 50}  # steps between host syncs (loss check, progress bar)
+LR_SCHEDULES = ("step", "constant", "cosine")
 
 
 @dataclass
@@ -50,82 +57,27 @@ class History:
         return {"epochs": [dict(e) for e in self.epochs], "meta": dict(self.meta)}
 
 
-# ---------------------------------------------------------------- device and precision
-def resolve_amp(amp, device: torch.device) -> str:
-    """"auto" -> "bf16" on a CUDA GPU that supports it, else "off"; "fp16" needs CUDA."""
-    if amp == "auto":
-        return "bf16" if device.type == "cuda" and torch.cuda.is_bf16_supported() else "off"
-    if amp not in ("bf16", "fp16", "off"):
-        raise ValueError(f"amp must be 'auto', 'bf16', 'fp16' or 'off', got {amp!r}")
-    if amp == "fp16" and device.type != "cuda":
-        raise ValueError(f"amp='fp16' needs a CUDA GPU (it uses a GradScaler); got device {device}")
-    return amp
+# ---------------------------------------------------------------- set-up
+def _scheduler(optimizer, schedule: str, lr_decay: float, decay_steps: int, total_steps: int):
+    """The learning-rate schedule as a scheduler stepped once per optimiser step."""
+    if schedule == "cosine":
+        return torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lambda step: 0.5 * (1 + math.cos(math.pi * min(step, total_steps) / total_steps)))
+    if schedule == "constant":
+        return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
+    return torch.optim.lr_scheduler.StepLR(optimizer, step_size=decay_steps, gamma=lr_decay)
 
 
-def _autocast(amp: str, device: torch.device):
-    if amp == "off":
-        return contextlib.nullcontext()
-    return torch.autocast(device.type, dtype=torch.bfloat16 if amp == "bf16" else torch.float16)
+_REAL_ARGS = {"lr": False, "lr_decay": False, "margin_lam": True, "recon_weight": True}  # name: zero allowed
+_COUNT_ARGS = {"shift": 0, "seed": 0}                                                 # name: minimum (else 1)
 
 
-# ---------------------------------------------------------------- scores and accuracy
-def _scores(out) -> torch.Tensor:
-    """Class scores (B, C) from a model output: CapsNet's (caps, lengths, recon) or plain scores."""
-    return out[1] if isinstance(out, (tuple, list)) else out
-
-
-def _correct(scores: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Number of right answers: argmax for integer labels; for multi-hot, the top-k set equals the targets."""
-    if not y.is_floating_point():
-        return (scores.argmax(dim=1) == y).sum()
-    k = y.sum(dim=1).round().long().clamp(min=1)                        # (B,) digits per image
-    kth = scores.float().sort(dim=1, descending=True).values.gather(1, (k - 1)[:, None])  # (B, 1)
-    return ((scores.float() >= kth) == (y > 0.5)).all(dim=1).sum()
-
-
-def _targets(y: torch.Tensor, classes: int) -> torch.Tensor:
-    """Float (N, C) targets: one-hot once up front, so no step has to check labels (a GPU sync)."""
-    return y.float() if y.is_floating_point() else F.one_hot(y.long(), classes).float()
-
-
-# ---------------------------------------------------------------- evaluation
-@torch.no_grad()
-def predict_lengths(model, x: torch.Tensor, batch_size: int = 500, device="auto", amp="off") -> torch.Tensor:
-    """Class scores (N, C) (capsule lengths for CapsNet), eval mode, float32, on the model's device.
-
-    ``device="auto"`` keeps the model where it is; any other device moves it there.
-    """
-    if device == "auto":
-        device = next(model.parameters()).device
-    else:
-        device = resolve_device(device)
-        model.to(device)
-    amp, was_training = resolve_amp(amp, device), model.training
-    model.eval()
-    try:
-        with _autocast(amp, device):
-            outs = [_scores(model(x[i:i + batch_size].to(device))).float() for i in range(0, len(x), batch_size)]
-    finally:
-        model.train(was_training)
-    return torch.cat(outs)
-
-
-def evaluate(model, x: torch.Tensor, y: torch.Tensor, batch_size: int = 500, device="auto", amp="off") -> Dict:
-    """dict(accuracy, margin_loss, count) over (x, y), eval mode, no augmentation."""
-    if len(x) != len(y) or len(x) == 0:
-        raise ValueError(f"evaluate needs as many labels as images (and at least one), got {len(x)} and {len(y)}")
-    scores = predict_lengths(model, x, batch_size, device, amp)           # (N, C)
-    y = y.to(scores.device)
-    return {"accuracy": _correct(scores, y).item() / len(y),
-            "margin_loss": margin_loss(scores, _targets(y, scores.shape[1])).item(),
-            "count": len(y)}
-
-
-# ---------------------------------------------------------------- training
 def _check_args(data, **numbers):
-    for name, v in numbers.items():  # lr may be a float, the others are counts
-        if isinstance(v, bool) or not isinstance(v, (int, float) if name == "lr" else int) or not v > 0:
-            raise ValueError(f"{name} must be a positive {'number' if name == 'lr' else 'int'}, got {v!r}")
+    for name, v in numbers.items():  # finite numbers (lr, ...) or counts (epochs, ...); one line each
+        if name in _REAL_ARGS:
+            check_number(v, name, allow_zero=_REAL_ARGS[name])
+        else:
+            check_count(v, name, minimum=_COUNT_ARGS.get(name, 1))
     for split in ("train", "test"):
         x, y = getattr(data, "x_" + split, None), getattr(data, "y_" + split, None)
         if not (isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor)):
@@ -135,6 +87,76 @@ def _check_args(data, **numbers):
                              f"got {tuple(x.shape)} {x.dtype} and {len(y)} labels")
 
 
+@dataclass
+class Run:
+    """One training run's state: what ``start_run`` sets up and ``train_epoch`` advances."""
+    model: torch.nn.Module
+    net: Callable                     # the model, or its torch.compile'd wrapper
+    device: torch.device
+    amp: str
+    x_train: torch.Tensor
+    y_train: torch.Tensor
+    t_train: torch.Tensor             # (N, C) float targets
+    x_test: torch.Tensor
+    y_test: torch.Tensor
+    optimizer: torch.optim.Optimizer
+    scheduler: object
+    scaler: Optional[object]          # a GradScaler exactly when amp is "fp16"
+    generator: torch.Generator        # the shuffling and the shifts
+    history: History
+    start: int                        # the first epoch still to train
+    step: int                         # optimiser steps so far
+
+
+def start_run(model, data, epochs: int, batch_size: int = 128, lr: float = 1e-3, lr_decay: float = 0.96,
+              decay_steps: int = 2000, device="auto", amp="auto", compile: bool = False,
+              checkpoint: Optional[str] = None, seed: int = 0, shift: int = 2, loss: str = "capsnet",
+              margin_lam: float = 0.5, recon_weight: float = 0.0005, lr_schedule: str = "step",
+              resume: bool = True) -> Run:
+    """Check the arguments, move model and data to the device, build optimiser, schedule and
+    scaler, and restore ``checkpoint`` if it exists (after checking it is the same run)."""
+    _check_args(data, epochs=epochs, batch_size=batch_size, decay_steps=decay_steps, lr=lr, lr_decay=lr_decay,
+                margin_lam=margin_lam, recon_weight=recon_weight, shift=shift, seed=seed)
+    if lr_schedule not in LR_SCHEDULES:
+        raise ValueError(f"lr_schedule must be one of {LR_SCHEDULES}, got {lr_schedule!r}")
+    if loss not in ("capsnet", "margin"):
+        raise ValueError(f"loss must be 'capsnet' (CapsNet outputs) or 'margin' (plain scores), got {loss!r}")
+    device = resolve_device(device)
+    amp = resolve_amp(amp, device)
+    model.to(device)
+    x_train, x_test = data.x_train.to(device), data.x_test.to(device)   # moved once, sliced per batch
+    y_train, y_test = data.y_train.to(device), data.y_test.to(device)
+    config = getattr(model, "config", None)
+    classes = getattr(config, "num_classes", 10)
+    for split, x, y in (("train", x_train, y_train), ("test", x_test, y_test)):  # once, up front
+        check_images(x, f"x_{split}")
+        check_targets(y, len(x), classes, f"y_{split}")
+    n = len(x_train)
+    meta = {"batch_size": batch_size, "lr": float(lr), "lr_decay": float(lr_decay), "decay_steps": decay_steps,
+            "lr_schedule": lr_schedule, "seed": seed, "shift": shift, "loss": loss, "margin_lam": float(margin_lam),
+            "recon_weight": float(recon_weight), "n_train": n, "n_test": len(x_test),
+            "dataset": [getattr(data, "name", None), getattr(data, "source", None)],
+            "model": type(model).__name__, "model_config": plain(config) if is_dataclass(config) else None,
+            "device": str(device), "amp": amp, "compile": bool(compile), "torch": str(torch.__version__)}
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    scheduler = _scheduler(optimizer, lr_schedule, lr_decay, decay_steps, epochs * math.ceil(n / batch_size))
+    scaler = grad_scaler(amp, device)
+    generator = torch.Generator(device=device if device.type == "cuda" else "cpu")
+    generator.manual_seed(seed)
+    run = Run(model, torch.compile(model) if compile else model, device, amp, x_train, y_train,
+              float_targets(y_train, classes), x_test, y_test, optimizer, scheduler, scaler, generator,
+              History(meta=meta), start=1, step=0)
+    if checkpoint is not None:
+        remove_stale_tmp(checkpoint)  # a half-written file from a killed run
+    if checkpoint is not None and resume and os.path.exists(checkpoint):  # resume=False: overwritten after epoch 1
+        ckpt = load_checkpoint(checkpoint)
+        restore(ckpt, checkpoint, model, optimizer, scheduler, scaler, generator, meta)
+        run.history.epochs, run.start = list(ckpt["history"]), ckpt["epoch"] + 1
+    run.step = scheduler.last_epoch  # the scheduler counts optimiser steps
+    return run
+
+
+# ---------------------------------------------------------------- one epoch
 _WRONG_OUTPUT = ("loss='capsnet' calls model(images, labels) and expects (capsules, lengths, reconstructions); "
                  "loss='margin' calls model(images) and expects scores (B, C)")
 
@@ -156,11 +178,100 @@ def _losses(net, xb, tb, loss, margin_lam, recon_weight):
     return lengths, margin_loss(lengths, tb, lam=margin_lam), reconstruction_loss(recon, xb, scale=recon_weight)
 
 
+def _optimiser_step(run: Run, total: torch.Tensor) -> None:
+    run.optimizer.zero_grad(set_to_none=True)
+    if run.scaler is not None:  # fp16: scale the loss up so that small gradients do not round to 0
+        run.scaler.scale(total).backward()
+        run.scaler.step(run.optimizer)
+        run.scaler.update()
+    else:
+        total.backward()
+        run.optimizer.step()
+    run.scheduler.step()
+    run.step += 1
+
+
+def _check_parameters(model, epoch: int, step: int, batch: int, steps: int) -> None:
+    """A finite loss can still leave non-finite weights (e.g. a huge learning rate): stop as for a NaN loss."""
+    params = [p.detach() for p in model.parameters()]
+    if params and not torch.stack([torch.isfinite(p).all() for p in params]).all():
+        raise FloatingPointError(f"parameters became non-finite by epoch {epoch}, step {step} (batch {batch} of "
+                                 f"{steps}) although the loss was finite; try a lower learning rate or amp='off'")
+
+
+def train_epoch(run: Run, epoch: int, on_progress: Optional[Callable[[float, Dict], None]] = None) -> Dict:
+    """One shuffled pass over the training set; returns the epoch's sums (loss, margin, recon,
+    correct), its steps and seconds. ``on_progress(fraction_done, running)`` is called at each read-back."""
+    meta, model = run.history.meta, run.model
+    n, batch_size = len(run.x_train), meta["batch_size"]
+    steps = math.ceil(n / batch_size)
+    sync_every = SYNC_EVERY.get(run.device.type, 1)
+    window = torch.zeros(sync_every, 4, device=run.device)  # per step: loss, margin, recon, correct
+    t0, sums, filled = time.perf_counter(), [0.0, 0.0, 0.0, 0.0], 0
+    model.train()
+    order = torch.randperm(n, generator=run.generator, device=run.generator.device).to(run.device)
+    for b in range(steps):
+        idx = order[b * batch_size:(b + 1) * batch_size]
+        xb, yb, tb = run.x_train[idx], run.y_train[idx], run.t_train[idx]
+        if meta["shift"]:
+            xb = random_shift(xb, meta["shift"], generator=run.generator)
+        with autocast(run.amp, run.device):
+            scores, margin, recon = _losses(run.net, xb, tb, meta["loss"], meta["margin_lam"], meta["recon_weight"])
+        total = margin + recon
+        _optimiser_step(run, total)
+        # Record on the device; read back every `sync_every` steps (each read waits for the GPU).
+        window[filled] = torch.stack([total.detach(), margin.detach(), recon.detach(),
+                                      count_correct(scores.detach(), yb).float()])
+        filled += 1
+        if filled == sync_every or b == steps - 1:
+            for k, row in enumerate(window[:filled].tolist()):
+                if not math.isfinite(row[0]):
+                    bad = run.step - filled + k + 1
+                    raise FloatingPointError(
+                        f"loss is {row[0]} at epoch {epoch}, step {bad} (batch {b - filled + k + 2} of "
+                        f"{steps}); try a lower learning rate or amp='off'")
+                sums = [s + v for s, v in zip(sums, row)]
+            _check_parameters(model, epoch, run.step, b + 1, steps)
+            if on_progress is not None:
+                seen = min(n, (b + 1) * batch_size)
+                on_progress((b + 1) / steps, {"loss": sums[0] / (b + 1), "acc": sums[3] / seen,
+                                              "img/s": seen / (time.perf_counter() - t0)})
+            filled = 0
+    return {"loss": sums[0], "margin": sums[1], "recon": sums[2], "correct": sums[3], "steps": steps,
+            "seconds": time.perf_counter() - t0}
+
+
+def epoch_record(run: Run, epoch: int, sums: Dict, test_acc: Optional[float], seconds: float) -> Dict:
+    """The epoch's line in the history: mean losses per step, accuracies, speed, time, learning rate."""
+    steps, n = sums["steps"], len(run.x_train)
+    return {"epoch": epoch, "steps": run.step, "loss": sums["loss"] / steps, "margin": sums["margin"] / steps,
+            "recon": sums["recon"] / steps, "train_acc": sums["correct"] / n, "test_acc": test_acc,
+            "images_per_s": n / sums["seconds"], "seconds": seconds, "lr": run.scheduler.get_last_lr()[0]}
+
+
+def checkpoint_state(run: Run, epoch: int) -> Dict:
+    """Everything a run needs to resume bit-exactly after ``epoch``: weights, optimiser, schedule,
+    scaler, random generators, the history so far and the run's settings."""
+    return {"format": CHECKPOINT_FORMAT, "epoch": epoch, "meta": run.history.meta, "history": run.history.epochs,
+            "model": run.model.state_dict(), "optimizer": run.optimizer.state_dict(),
+            "scheduler": run.scheduler.state_dict(), "scaler": run.scaler.state_dict() if run.scaler else None,
+            "rng_cpu": torch.get_rng_state(), "generator": run.generator.get_state(),
+            "generator_device": run.generator.device.type,
+            "rng_cuda": torch.cuda.get_rng_state() if run.device.type == "cuda" else None}
+
+
+# ---------------------------------------------------------------- the whole run
+def _epoch_bar(run: Run, epochs: int, progress: bool):
+    """One bar for the run, epochs as the unit (fractions within an epoch), ETA from the rate so far."""
+    return tqdm(total=epochs, initial=run.start - 1, desc="fit", unit="epoch", disable=not progress,
+                bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.2f}/{total} epochs [{elapsed}<{remaining}{postfix}]")
+
+
 def fit(model, data, epochs: int, batch_size: int = 128, lr: float = 1e-3, lr_decay: float = 0.96,
         decay_steps: int = 2000, device="auto", amp="auto", compile: bool = False,
         checkpoint: Optional[str] = None, seed: int = 0, shift: int = 2, loss: str = "capsnet",
         margin_lam: float = 0.5, recon_weight: float = 0.0005, eval_every: int = 1,
-        progress: bool = True) -> History:
+        progress: bool = True, lr_schedule: str = "step", on_epoch_end=None, resume: bool = True) -> History:
     """Train ``model`` on ``data`` (x_train, y_train, x_test, y_test tensors) and return its ``History``.
 
     ``loss="capsnet"``: ``model(x, labels)`` returns (capsules, lengths, reconstructions), the
@@ -168,117 +279,46 @@ def fit(model, data, epochs: int, batch_size: int = 128, lr: float = 1e-3, lr_de
     ``loss="margin"``: ``model(x)`` returns scores (B, C); loss = margin loss.
     Labels may be integers (N,) or multi-hot floats (N, C). With ``checkpoint``, the state is
     saved after every epoch and a run finds and resumes it; finished runs return at once.
+    ``resume=False`` ignores an existing checkpoint, which the first new one then replaces.
+    ``amp="auto"`` is ``capsedu.device.resolve_amp``'s choice (bf16, fp16 + GradScaler, or off).
+
+    ``lr_schedule``: "step" (x ``lr_decay`` every ``decay_steps`` steps, the official code's),
+    "constant", or "cosine" (from ``lr`` down to 0 over all ``epochs``). ``on_epoch_end(epoch, model)``
+    may return a dict of extra numbers, stored in that epoch's record (and so in the checkpoint).
 
     A NaN/inf loss raises ``FloatingPointError`` naming its epoch and step. The CPU checks every
     step; a GPU reads the per-step losses back every ``SYNC_EVERY`` (50) steps, since each read
     waits for the GPU, so the error names the exact step but may come up to 49 steps later.
     """
-    _check_args(data, epochs=epochs, batch_size=batch_size, decay_steps=decay_steps, eval_every=eval_every, lr=lr)
-    if loss not in ("capsnet", "margin"):
-        raise ValueError(f"loss must be 'capsnet' (CapsNet outputs) or 'margin' (plain scores), got {loss!r}")
-    device = resolve_device(device)
-    amp = resolve_amp(amp, device)
-    if device.type == "cpu":
-        keep_freed_memory()  # ~30% faster steps on CPU; see allocator.py
-    model.to(device)
-    x_train, x_test = data.x_train.to(device), data.x_test.to(device)   # moved once, sliced per batch
-    y_train, y_test = data.y_train.to(device), data.y_test.to(device)
-    config = getattr(model, "config", None)
-    classes = getattr(config, "num_classes", 10)
-    if not y_train.is_floating_point() and (y_train.min() < 0 or y_train.max() >= classes):
-        raise ValueError(f"integer labels must lie in [0, {classes - 1}]")
-    t_train = _targets(y_train, classes)                                 # (N, C) float
-    n = len(x_train)
-    meta = {"batch_size": batch_size, "lr": float(lr), "lr_decay": float(lr_decay), "decay_steps": decay_steps,
-            "seed": seed, "shift": shift, "loss": loss, "margin_lam": float(margin_lam),
-            "recon_weight": float(recon_weight), "n_train": n, "n_test": len(x_test),
-            "dataset": [getattr(data, "name", None), getattr(data, "source", None)],
-            "model": type(model).__name__, "model_config": _plain(config) if is_dataclass(config) else None,
-            "device": str(device), "amp": amp, "compile": bool(compile), "torch": str(torch.__version__)}
-
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_decay ** (step // decay_steps))
-    scaler = torch.amp.GradScaler("cuda") if amp == "fp16" else None
-    generator = torch.Generator(device=device if device.type == "cuda" else "cpu")
-    generator.manual_seed(seed)
-    history, start = History(meta=meta), 1
-    if checkpoint is not None and os.path.exists(checkpoint):
-        ckpt = load_checkpoint(checkpoint)
-        _restore(ckpt, checkpoint, model, optimizer, scheduler, scaler, generator, meta)
-        history.epochs, start = list(ckpt["history"]), ckpt["epoch"] + 1
-        if progress:
-            done = "all done" if start > epochs else f"resuming at epoch {start}"
-            tqdm.write(f"capsedu: checkpoint {checkpoint} holds {ckpt['epoch']} finished epoch(s); {done}")
-        if start > epochs:
-            return history
-    if shift:
-        from .data import random_shift
-    net = torch.compile(model) if compile else model
-    sync_every = SYNC_EVERY.get(device.type, 1)
-    window = torch.zeros(sync_every, 4, device=device)  # per step: loss, margin, recon, correct
-    steps_per_epoch = math.ceil(n / batch_size)
-    step = scheduler.last_epoch  # global optimizer steps so far
-
-    for epoch in range(start, epochs + 1):
-        t0, sums, seen, filled = time.perf_counter(), [0.0, 0.0, 0.0, 0.0], 0, 0
-        model.train()
-        order = torch.randperm(n, generator=generator, device=generator.device).to(device)
-        bar = tqdm(total=steps_per_epoch, desc=f"epoch {epoch}/{epochs}", disable=not progress, leave=True)
-        for b in range(steps_per_epoch):
-            idx = order[b * batch_size:(b + 1) * batch_size]
-            xb, yb, tb = x_train[idx], y_train[idx], t_train[idx]
-            if shift:
-                xb = random_shift(xb, shift, generator=generator)
-            with _autocast(amp, device):
-                scores, margin, recon = _losses(net, xb, tb, loss, margin_lam, recon_weight)
-            total = margin + recon
-            optimizer.zero_grad(set_to_none=True)
-            if scaler is not None:
-                scaler.scale(total).backward()
-                scaler.step(optimizer)
-                scaler.update()
-            else:
-                total.backward()
-                optimizer.step()
-            scheduler.step()
-            step += 1
-            # Record on the device; read back every `sync_every` steps (each read waits for the GPU).
-            window[filled] = torch.stack([total.detach(), margin.detach(), recon.detach(),
-                                          _correct(scores.detach(), yb).float()])
-            filled += 1
-            if filled == sync_every or b == steps_per_epoch - 1:
-                for k, row in enumerate(window[:filled].tolist()):
-                    if not math.isfinite(row[0]):
-                        bad = step - filled + k + 1
-                        raise FloatingPointError(
-                            f"loss is {row[0]} at epoch {epoch}, step {bad} (batch {b - filled + k + 2} of "
-                            f"{steps_per_epoch}); try a lower learning rate or amp='off'")
-                    sums = [s + v for s, v in zip(sums, row)]
-                seen, done = min(n, (b + 1) * batch_size), b + 1
-                bar.set_postfix(loss=f"{sums[0] / done:.4f}", acc=f"{sums[3] / seen:.3f}", refresh=False,
-                                **{"img/s": f"{seen / (time.perf_counter() - t0):.0f}"})
-                bar.update(filled)  # redraws at most every 0.1 s
-                filled = 0
-        bar.close()
-        train_seconds = time.perf_counter() - t0
-        test_acc = None
-        if epoch % eval_every == 0 or epoch == epochs:
-            test_acc = evaluate(model, x_test, y_test, device="auto", amp=amp)["accuracy"]
-        history.epochs.append({
-            "epoch": epoch, "steps": step, "loss": sums[0] / steps_per_epoch,
-            "margin": sums[1] / steps_per_epoch, "recon": sums[2] / steps_per_epoch,
-            "train_acc": sums[3] / n, "test_acc": test_acc, "images_per_s": n / train_seconds,
-            "seconds": time.perf_counter() - t0, "lr": scheduler.get_last_lr()[0]})
-        if progress and test_acc is not None:
-            tqdm.write(f"epoch {epoch}: loss {sums[0] / steps_per_epoch:.4f}, "
-                       f"train acc {sums[3] / n:.4f}, test acc {test_acc:.4f}")
-        if checkpoint is not None:
-            _save_atomic({
-                "format": CHECKPOINT_FORMAT, "epoch": epoch, "meta": meta, "history": history.epochs,
-                "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                "scheduler": scheduler.state_dict(), "scaler": scaler.state_dict() if scaler else None,
-                "rng_cpu": torch.get_rng_state(), "generator": generator.get_state(),
-                "generator_device": generator.device.type,
-                "rng_cuda": torch.cuda.get_rng_state() if device.type == "cuda" else None,
-            }, checkpoint)
-    return history
+    _check_args(data, eval_every=eval_every)
+    if on_epoch_end is not None and not callable(on_epoch_end):
+        raise TypeError(f"on_epoch_end must be callable or None, got {type(on_epoch_end).__name__}")
+    run = start_run(model, data, epochs, batch_size, lr, lr_decay, decay_steps, device, amp, compile,
+                    checkpoint, seed, shift, loss, margin_lam, recon_weight, lr_schedule, resume)
+    if progress and run.start > 1:
+        done = "all done" if run.start > epochs else f"resuming at epoch {run.start}"
+        tqdm.write(f"capsedu: checkpoint {checkpoint} holds {run.start - 1} finished epoch(s); {done}")
+    if run.start > epochs:
+        return run.history
+    shown = {"loss": "-", "train_acc": "-", "test_acc": "-", "img/s": "-"}  # this epoch's so far; test: the last
+    with _epoch_bar(run, epochs, progress) as bar:
+        for epoch in range(run.start, epochs + 1):
+            def advance(fraction, running, base=epoch - 1):
+                shown.update({"loss": f"{running['loss']:.4f}", "train_acc": f"{running['acc']:.3f}",
+                              "img/s": f"{running['img/s']:.0f}"})
+                bar.set_postfix(shown, refresh=False)
+                bar.update(base + fraction - bar.n)  # redraws at most every 0.1 s
+            t0 = time.perf_counter()
+            sums = train_epoch(run, epoch, advance if progress else None)
+            test_acc = None
+            if epoch % eval_every == 0 or epoch == epochs:
+                test_acc = evaluate(model, run.x_test, run.y_test, device="auto", amp=run.amp)["accuracy"]
+                shown["test_acc"] = f"{test_acc:.4f}"
+            run.history.epochs.append(epoch_record(run, epoch, sums, test_acc, time.perf_counter() - t0))
+            if on_epoch_end is not None:
+                run.history.epochs[-1].update(on_epoch_end(epoch, model) or {})
+                model.train()
+            bar.set_postfix(shown)
+            if checkpoint is not None:
+                save_atomic(checkpoint_state(run, epoch), checkpoint)
+    return run.history

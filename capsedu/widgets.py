@@ -1,4 +1,4 @@
-"""Floor 5: live widgets for a Jupyter or Colab kernel (ipywidgets 8 + matplotlib).
+"""Floor 5: live widgets for a Jupyter or Colab kernel (ipywidgets 7.6+ or 8, and matplotlib).
 
 ``squash_explorer()``, ``routing_explorer()``, ``perturbation_explorer(model, images)``:
 controls plus an ``ipywidgets.Image`` redrawn on every change by a renderer of
@@ -12,9 +12,10 @@ from typing import Optional
 import ipywidgets as W
 import torch
 
-from .functional import safe_norm
+from .functional import check_count, safe_norm
 from .plots import (PAPER_DELTAS, SQUASH_VARIANTS, VARIANT_LABELS, PerturbationPlot,
-                    RoutingPlot, SquashPlot, capsnet_predictions, one_thread, perturb, perturbation_grid,
+                    RoutingPlot, SquashPlot, capsnet_images, capsnet_predictions, one_thread, perturb,
+                    perturbation_grid,
                     routing_frames, squash_curves, toy_predictions)
 
 __all__ = ["SQUASH_VARIANTS", "PAPER_DELTAS", "squash_curves", "toy_predictions", "capsnet_predictions",
@@ -65,8 +66,8 @@ class RoutingExplorer(_Explorer):
         self._cache = {}
         self.mode = W.ToggleButtons(options=[("Hinton", "hinton"), ("Su", "su")], value="hinton",
                                     description="update")
-        self.r = W.IntSlider(value=3, min=1, max=max_iterations, description="iterations r")
-        self.t = W.IntSlider(value=1, min=1, max=3, description="show iteration")
+        self.r = W.IntSlider(value=min(3, max_iterations), min=1, max=max_iterations, description="iterations r")
+        self.t = W.IntSlider(value=1, min=1, max=self.r.value, description="show iteration")
         controls = [W.HBox([self.mode]), W.HBox([self.r, self.t])]
         self.digit = None
         if model is not None:
@@ -123,7 +124,7 @@ class PerturbationExplorer(_Explorer):
     def __init__(self, model, images: torch.Tensor):
         super().__init__()
         self.model = model
-        self.images = images.reshape(-1, 1, 28, 28).cpu()
+        self.images = capsnet_images(model, images, "PerturbationExplorer").cpu()
         with torch.no_grad():
             device = next(model.parameters()).device
             self.all_capsules = model.capsules(self.images.to(device)).cpu()       # (N, 10, 16)
@@ -131,7 +132,8 @@ class PerturbationExplorer(_Explorer):
         self._hold = False
         layout = W.Layout(width="240px")
         self.sliders = [W.FloatSlider(value=0.0, min=-0.25, max=0.25, step=0.05, readout_format=".2f",
-                                      description=f"dim {d + 1}", layout=layout) for d in range(16)]
+                                      description=f"dim {d + 1}", layout=layout)
+                        for d in range(model.config.digit_dim)]
         self.span = W.Dropdown(options=list(self.RANGES), value="±0.25 (paper)", description="range")
         self.reset = W.Button(description="reset", icon="undo")
         self.digit = W.Dropdown(options=[(f"#{i} (predicted {int(y)})", i) for i, y in enumerate(self.labels)],
@@ -203,12 +205,12 @@ def routing_explorer(model=None, images: Optional[torch.Tensor] = None, max_iter
     """Dynamic routing step by step on a 2-D toy layer and, given ``model`` and ``images``, a real CapsNet input."""
     if (model is None) != (images is None):
         raise ValueError("routing_explorer: pass both model and images (N, 1, 28, 28), or neither")
+    check_count(max_iterations, "routing_explorer: max_iterations")
+    if model is not None:
+        images = capsnet_images(model, images, "routing_explorer")
     return RoutingExplorer(model, images, max_iterations)
 
 
 def perturbation_explorer(model, images: torch.Tensor) -> PerturbationExplorer:
     """Sliders for the 16 dimensions of the predicted digit capsule of ``images`` (N, 1, 28, 28) or one (1, 28, 28)."""
-    if not isinstance(images, torch.Tensor) or images.shape[-2:] != (28, 28):
-        raise ValueError(f"perturbation_explorer expects images of shape (N, 1, 28, 28), got "
-                         f"{tuple(images.shape) if isinstance(images, torch.Tensor) else type(images).__name__}")
-    return PerturbationExplorer(model, images)
+    return PerturbationExplorer(model, capsnet_images(model, images, "perturbation_explorer"))

@@ -1,6 +1,8 @@
-"""The book's wiring: one repository URL, notebooks committed without outputs, every chapter in the toc."""
+"""The book's wiring: one repository URL, the licences declared, notebooks committed without
+outputs, every chapter in the toc."""
 import json
 import re
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,6 +25,23 @@ def test_notebooks_repeat_the_one_repository_url():
         source = "".join("".join(c["source"]) for c in json.loads(nb.read_text())["cells"])
         found = re.findall(r'REPO_URL = "([^"]+)"', source)
         assert found == [url], f"{nb.name}: REPO_URL {found} differs from _config.yml's {url}"
+
+
+def test_the_package_names_the_same_repository():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    url = repository_url()
+    assert project["urls"]["Repository"] == url
+    assert project["urls"]["Issues"] == f"{url}/issues"
+
+
+def test_the_licences_are_declared_and_shipped():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["license"] == "MIT AND CC-BY-SA-3.0"
+    for path in project["license-files"]:
+        assert (ROOT / path).is_file(), f"license file {path} is missing"
+    notice = (ROOT / "capsedu" / "assets" / "NOTICE.md").read_text()
+    for shipped in ("mnist10k.npz", "capsnet_mnist_sample.pt", "CC BY-SA 3.0", "LeCun"):
+        assert shipped in notice, f"NOTICE.md does not mention {shipped}"
 
 
 def test_notebooks_are_committed_without_outputs():

@@ -1,19 +1,25 @@
 """The built book in a real browser: headless Chromium (Debian's chromium + chromium-driver)
 driven by Selenium, the pages served on loopback.
 
-Asserts, page by page: no JavaScript errors in the console, none allow-listed; the saved
-ipywidgets views rendered; every math element typeset by the locally served MathJax; each static twin present, and moving its slider or changing its
-select swaps the shown frame; with JavaScript off, the twins still show their default image.
+Asserts, page by page: no JavaScript errors in the console, none allow-listed; every request
+the page makes (scripts, fonts, images, the favicon) goes to the book's own server and finds its
+file; every math element typeset by MathJax, served from the Python package
+sphinx-mathjax-offline; each static twin present, and moving its slider or changing its select
+swaps the shown frame; with JavaScript off, the twins still show their default image. Read from
+the files: no page carries a frozen ipywidget, its state or a widget renderer (book/_ext).
 Screenshots go to $CAPSEDU_SCREENSHOTS (default _build/screenshots), build artefacts only.
 
 Needs the built book: $CAPSEDU_HTML (default _build/html). Skips with the reason when Chromium
 or the book is missing, unless CAPSEDU_REQUIRE_BROWSER=1 (set by .ci/run), where it fails.
+$CAPSEDU_CHROME and $CAPSEDU_CHROMEDRIVER name another browser and driver (CI: Google Chrome).
 """
 import functools
 import http.server
 import os
+import re
 import shutil
 import threading
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -23,9 +29,14 @@ HTML = Path(os.environ.get("CAPSEDU_HTML", ROOT / "_build" / "html")).resolve()
 SHOTS = Path(os.environ.get("CAPSEDU_SCREENSHOTS", HTML.parent / "screenshots"))
 TWINS = {"book/02_capsule.html": {"squash"}, "book/03_routing.html": {"routing"},
          "book/06_learned.html": {"perturbation"}}
+MATH_PAGES = {"book/02_capsule.html", "book/03_routing.html"}  # pages with formulas, at least
 MAX_PAGE_BYTES = 5_000_000
-CHROME = shutil.which("chromium") or shutil.which("chromium-browser")
-DRIVER = shutil.which("chromedriver")
+CHROME = os.environ.get("CAPSEDU_CHROME") or shutil.which("chromium") or shutil.which("chromium-browser")
+DRIVER = os.environ.get("CAPSEDU_CHROMEDRIVER") or shutil.which("chromedriver")
+# What a page of the book must not carry: a frozen widget view or its saved state, the renderer
+# that would draw them (require.js, @jupyter-widgets/html-manager), or anything from a CDN.
+WIDGET_TRACES = re.compile(r"application/vnd\.jupyter\.widget-(view|state)\+json|require(\.min)?\.js|"
+                           r"html-manager|embed-amd|<script[^>]+src=\"(https?:)?//")
 
 
 def _missing():
@@ -51,28 +62,31 @@ if _missing():
 from selenium import webdriver  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.common.exceptions import TimeoutException  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
+
 
 def _errors(logs):
     """SEVERE console entries that are not network failures (those are checked separately).
     None is tolerated: the causes of the third-party ones seen before are fixed in _config.yml
-    (a duplicated sphinx-thebe script, the theme's unset default mode, html-manager calling
-    MathJax 2's Hub under MathJax 3: book/_js/mathjax2-hub-shim.js)."""
+    (a duplicated sphinx-thebe script, the theme's unset default mode)."""
     return [e for e in logs if e["level"] == "SEVERE" and e.get("source") != "network"]
 
 
 PAGES = sorted(str(p.relative_to(HTML)) for p in (HTML / "book").glob("*.html"))
+REQUESTS = []  # (path, HTTP status) of every request the server answered, in order
 
 
 @pytest.fixture(scope="module")
 def server():
-    class Quiet(http.server.SimpleHTTPRequestHandler):
+    class Recording(http.server.SimpleHTTPRequestHandler):
+        def log_request(self, code="-", size="-"):
+            REQUESTS.append((self.path, int(code)))
+
         def log_message(self, *args):
             pass
 
-    handler = functools.partial(Quiet, directory=str(HTML))
+    handler = functools.partial(Recording, directory=str(HTML))
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}"
@@ -101,14 +115,6 @@ def browser(tmp_path_factory):
     driver.quit()
 
 
-# Every saved ipywidgets view rendered: html-manager puts a .widget-subarea holding the view
-# just before the view's script, on the window's load event (after readyState is complete).
-WIDGETS_RENDERED = """
-    return Array.from(document.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]'))
-        .every(function (view) {
-            var area = view.previousElementSibling;
-            return area && area.classList.contains('widget-subarea') && area.childElementCount > 0;
-        });"""
 MATHJAX_IDLE = """
     var done = arguments[arguments.length - 1];
     if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
@@ -116,18 +122,16 @@ MATHJAX_IDLE = """
     } else { setTimeout(function () { done(null); }, 500); }"""
 
 
+# Every URL the page fetched (scripts, styles, fonts, images), as the browser saw it.
+RESOURCES = "return performance.getEntriesByType('resource').map(function (e) { return e.name; });"
+
+
 def _load(driver, url):
-    """Open url and wait until it has settled; False if its saved widgets did not render."""
+    """Open url and wait until it has settled: loaded, and MathJax done typesetting."""
     driver.get(url)
     WebDriverWait(driver, 30).until(lambda d: d.execute_script("return document.readyState") == "complete")
     driver.set_script_timeout(30)
     driver.execute_async_script(MATHJAX_IDLE)          # MathJax's first typesetting pass, where loaded
-    try:                                               # then the widgets, whose errors come later
-        WebDriverWait(driver, 30).until(lambda d: d.execute_script(WIDGETS_RENDERED))
-    except TimeoutException:
-        return False
-    driver.execute_async_script(MATHJAX_IDLE)          # widget labels typeset (book/_js/mathjax2-hub-shim.js)
-    return True
 
 
 def _shot(element_or_driver, name):
@@ -152,24 +156,45 @@ def test_page_size(page):
 
 
 @pytest.mark.parametrize("page", PAGES)
-def test_page_has_no_js_errors_and_typeset_math(browser, server, page):
+def test_page_carries_no_frozen_widgets_nor_a_renderer(page):
+    traces = sorted({m.group(0) for m in WIDGET_TRACES.finditer((HTML / page).read_text(encoding="utf-8"))})
+    assert not traces, f"{page}: {traces}"
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_page_loads_everything_from_the_book_and_typesets_math(browser, server, page):
     browser.get_log("browser")                                       # drop earlier pages' entries
-    widgets_rendered = _load(browser, f"{server}/{page}")
+    REQUESTS.clear()
+    _load(browser, f"{server}/{page}")
     logs = browser.get_log("browser")
     errors = _errors(logs)
     assert not errors, f"{page}: JavaScript errors {errors}"
-    assert widgets_rendered, f"{page}: saved ipywidgets views not rendered within 30 s"
-    missing = [e["message"] for e in logs if e["level"] == "SEVERE" and e.get("source") == "network"
-               and "favicon.ico" not in e["message"]                 # the book has no favicon
-               and "/@jupyter-widgets/" not in e["message"]]          # the widget renderer's icon fonts,
-    # fetched relative to the page (see scripts/vendor_assets.py): icons only, text is unaffected
-    assert not missing, f"{page}: resources that failed to load: {missing}"
+    failed = [e["message"] for e in logs if e["level"] == "SEVERE" and e.get("source") == "network"]
+    assert not failed, f"{page}: resources that failed to load: {failed}"
+    missing = [(path, code) for path, code in REQUESTS if code >= 400]
+    assert not missing, f"{page}: requests the book's server could not answer: {missing}"
+    elsewhere = [url for url in browser.execute_script(RESOURCES) if not url.startswith(server + "/")]
+    assert not elsewhere, f"{page}: fetched from outside the book: {elsewhere}"
+    total = browser.execute_script("return document.querySelectorAll('.math').length;")
     untypeset = browser.execute_script("""
         return Array.from(document.querySelectorAll('.math'))
             .filter(function (el) { return !el.querySelector('mjx-container'); }).length;""")
-    total = browser.execute_script("return document.querySelectorAll('.math').length;")
     assert untypeset == 0, f"{page}: {untypeset} of {total} math elements not typeset"
+    if page in MATH_PAGES:
+        assert total > 0, f"{page}: no math found: is the page still the chapter it was?"
+    if total:
+        version = browser.execute_script("return window.MathJax && String(MathJax.version);")
+        assert version and version.startswith("3."), f"{page}: MathJax {version}"
     _shot(browser, page.replace("/", "_").replace(".html", ".png"))
+
+
+def test_the_favicon_is_served(browser, server):
+    """Browsers ask every site for an icon, /favicon.ico unless a page names one: the book does."""
+    _load(browser, f"{server}/{PAGES[0]}")
+    icon = browser.execute_script("var l = document.querySelector('link[rel~=icon]'); return l && l.href;")
+    assert icon and icon.startswith(server + "/") and icon.endswith(".svg"), icon
+    with urllib.request.urlopen(icon) as response:
+        assert response.status == 200 and b"<svg" in response.read()
 
 
 def _frame(twin):

@@ -4,6 +4,7 @@ import math
 import pytest
 import torch
 
+from capsedu.data import load_dataset
 from capsedu.functional import NORM_COMPRESSIONS, compress, margin_loss, reconstruction_loss, safe_norm, squash
 from capsedu.layers import DenseCapsules, PrimaryCapsules, SharedCapsules
 from capsedu.models import CapsNet, CapsuleClassifier, PoolingClassifier
@@ -332,7 +333,7 @@ def test_routing_works_under_torch_compile():
 
 
 def test_capsnet_overfits_64_digits():
-    data = pytest.importorskip("capsedu.data").load_dataset("mnist", source="sample", verbose=False)
+    data = load_dataset("mnist", source="sample", verbose=False)
     x, y = data.x_train[:64], data.y_train[:64]
     torch.manual_seed(0)
     model = CapsNet()
@@ -349,16 +350,3 @@ def test_capsnet_overfits_64_digits():
     print(f"loss {losses[0]:.3f} -> {losses[-1]:.3f}, accuracy {accs[0]:.2f} -> {accs[-1]:.2f}")
     assert losses[-1] < 0.3 * losses[0]
     assert accs[-1] >= 0.9 and accs[0] < 0.5
-
-
-def test_mode_switch(monkeypatch):
-    import capsedu
-    for mode in capsedu.MODES:
-        monkeypatch.setenv("CAPSEDU_MODE", mode)
-        assert capsedu.current_mode() == mode
-        assert capsedu.by_mode(smoke=1, quick=2, full=3) == {"smoke": 1, "quick": 2, "full": 3}[mode]
-    monkeypatch.setenv("CAPSEDU_MODE", "fast")
-    with pytest.raises(ValueError, match="smoke"):
-        capsedu.current_mode()
-    monkeypatch.delenv("CAPSEDU_MODE")
-    assert capsedu.current_mode() == ("full" if torch.cuda.is_available() else "quick")

@@ -112,8 +112,10 @@ def test_bad_arguments_raise_value_error(kwargs, match):
 
 
 # ---------------------------------------------------------------- torchvision, offline
+# torchvision is optional for readers (the `full` extra) but installed for the tests
+# (requirements.txt, the `test` extra): these tests import it and fail without it.
 def test_full_reads_torchvision_layout_offline(tmp_path, npz):
-    pytest.importorskip("torchvision")
+    import torchvision  # noqa: F401  (a test dependency: fail, never skip, without it)
     write_mnist_folder(tmp_path / "MNIST" / "raw", *npz)
     ds = load_dataset("mnist", source="full", root=tmp_path, verbose=False)
     assert ds.source == "full"
@@ -121,7 +123,7 @@ def test_full_reads_torchvision_layout_offline(tmp_path, npz):
 
 
 def test_full_root_defaults_to_env(monkeypatch, tmp_path, npz):
-    pytest.importorskip("torchvision")
+    import torchvision  # noqa: F401  (a test dependency: fail, never skip, without it)
     write_mnist_folder(tmp_path / "FashionMNIST" / "raw", *npz)
     monkeypatch.setenv("CAPSEDU_DATA", str(tmp_path))
     ds = load_dataset("fashion-mnist", source="full", verbose=False)
@@ -130,7 +132,7 @@ def test_full_root_defaults_to_env(monkeypatch, tmp_path, npz):
 
 
 def test_full_download_failure_is_short(tmp_path):
-    pytest.importorskip("torchvision")
+    import torchvision  # noqa: F401  (a test dependency: fail, never skip, without it)
     with pytest.raises(DownloadError) as info:
         load_dataset(source="full", root=tmp_path, verbose=False)
     msg = str(info.value)
@@ -139,7 +141,7 @@ def test_full_download_failure_is_short(tmp_path):
 
 
 def test_auto_falls_back_to_sample_with_one_line(monkeypatch, tmp_path, capsys, npz):
-    tv = pytest.importorskip("torchvision")
+    import torchvision as tv
     # the real urllib path, against a local port that refuses at once
     monkeypatch.undo()
     monkeypatch.setattr(tv.datasets.MNIST, "mirrors", ["http://127.0.0.1:9/"])

@@ -6,7 +6,8 @@ import torch
 
 from capsedu import bench
 from capsedu.functional import squash
-from capsedu.fast import accelerate, fused_routing, readable, recommended_amp
+from capsedu.device import resolve_amp
+from capsedu.fast import accelerate, fused_routing, readable
 from capsedu.models import CapsNet, CapsuleClassifier
 from capsedu.naive import NaiveCapsNet
 from capsedu.routing import dynamic_routing
@@ -107,11 +108,6 @@ def test_accelerate_rejects_models_without_capsule_layers():
         accelerate(CapsNet(), channels_last="yes")
 
 
-def test_recommended_amp_is_a_fit_setting():
-    assert recommended_amp("cpu") in ("bf16", "off")
-    assert recommended_amp("meta") == "off"
-
-
 # ------------------------------------------------------------------ measuring helpers
 def test_saved_tensor_bytes_counts_each_saved_tensor_once():
     a = torch.randn(100, 50, requires_grad=True)
@@ -166,13 +162,22 @@ def test_median_seconds_rejects_bad_arguments_and_times_calls():
     assert len(calls) == 5
 
 
-def test_cli_train_fast_uses_the_fast_path_and_records_its_precision(tmp_path):
-    from capsedu import cli
+def test_cli_train_fast_uses_the_fast_path_and_records_its_precision(tmp_path, monkeypatch):
+    from capsedu import cli, fast
+    calls = []
+    original = fast.fused_routing
+
+    def counting(*args, **kwargs):  # accelerate() binds the module's fused_routing when it runs
+        calls.append(args[0].shape)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(fast, "fused_routing", counting)
     out = tmp_path / "run"
     assert cli.main(["train", "--source", "sample", "--limit", "32", "--epochs", "1", "--batch-size", "32",
                      "--out", str(out), "--device", "cpu", "--no-progress", "--fast"]) == 0
     meta = json.loads((out / "metrics.json").read_text())["meta"]
-    assert meta["amp"] == recommended_amp("cpu")
+    assert meta["amp"] == resolve_amp("auto", "cpu")  # the one choice (tests/test_device.py)
+    assert calls and all(shape[1:] == (1152, 10, 16) for shape in calls)  # the fused loop routed every batch
 
 
 def test_fused_routing_under_a_dispatch_mode_runs_eagerly_without_giving_up_compiling():

@@ -17,7 +17,9 @@ import capsedu.models
 import capsedu.train
 from capsedu import cli
 from capsedu.models import CapsNet
-from capsedu.train import CheckpointError, _correct, _save_atomic, evaluate, fit, load_checkpoint
+from capsedu.checkpoints import save_atomic
+from capsedu.evaluation import count_correct
+from capsedu.train import CheckpointError, evaluate, fit, load_checkpoint
 
 TINY = dict(conv_channels=8, primary_types=4, primary_dim=4, digit_dim=8, decoder_hidden=(32,))
 SMALL = dict(conv_channels=16, primary_types=8, primary_dim=8, digit_dim=8, decoder_hidden=(32,))
@@ -83,8 +85,8 @@ def test_margin_loss_model_with_one_hot_targets(digits):
 def test_correct_counts_top_k_sets_for_multi_hot_targets():
     scores = torch.tensor([[0.9, 0.8, 0.1], [0.9, 0.1, 0.8], [0.2, 0.9, 0.1]])
     two_hot = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 0.0], [0.0, 1.0, 0.0]])  # 2, 2 and 1 digits
-    assert _correct(scores, two_hot).item() == 2
-    assert _correct(scores, torch.tensor([0, 2, 1])).item() == 2
+    assert count_correct(scores, two_hot).item() == 2
+    assert count_correct(scores, torch.tensor([0, 2, 1])).item() == 2
 
 
 def test_lr_decays_in_a_staircase_and_windowed_readback_agrees(noise, monkeypatch):
@@ -139,14 +141,14 @@ def test_unreadable_checkpoints_raise_one_clear_error(noise, tmp_path):
 
 def test_failed_save_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
     path = str(tmp_path / "ckpt.pt")
-    _save_atomic({"epoch": 1}, path)
+    save_atomic({"epoch": 1}, path)
 
     def crash(obj, f):
         f.write(b"half a file")
         raise OSError("disk full")
     monkeypatch.setattr(torch, "save", crash)
     with pytest.raises(OSError, match="disk full"):
-        _save_atomic({"epoch": 2}, path)
+        save_atomic({"epoch": 2}, path)
     monkeypatch.undo()
     assert torch.load(path, weights_only=True) == {"epoch": 1}
 

@@ -1,4 +1,4 @@
-"""capsedu.experiments and the two-digits CLI: the metric, the test pairs, the experiment end to end.
+"""capsedu.two_digits and the two-digits CLI: the metric, the test pairs, the config, the experiment end to end.
 
 All on the CPU in a few seconds: hand-made scores, tiny training runs on a few dozen digits.
 """
@@ -13,9 +13,10 @@ import pytest
 import torch
 
 from capsedu import cli
-from capsedu.experiments import (INITS, LAYOUTS, MODELS, PRESETS, SU_EPOCHS, format_table, make_model,
-                                 pair_metrics, set_hits, two_digit_experiment, two_digit_test_set)
 from capsedu.params import count_parameters
+from capsedu.two_digit_config import LAYOUTS, MODELS, PRESETS, SU_EPOCHS, TwoDigitConfig
+from capsedu.two_digits import (curve, format_table, make_model, pair_metrics, set_hits, two_digit_experiment,
+                                two_digit_test_set)
 
 
 def pair(*classes, n=10):
@@ -35,7 +36,7 @@ def test_top2_on_hand_made_scores():
     targets = torch.stack([pair(0, 1), pair(2, 3), pair(0, 1), pair(9, 1)])
     assert set_hits(scores, targets).tolist() == [True, True, False, True]
     assert set_hits(scores, targets, threshold=0.5).tolist() == [True, False, False, True]
-    assert pair_metrics(scores, targets) == {"top2": 0.75, "top2_conf": 0.5}
+    assert pair_metrics(scores, targets) == {"top2": 0.75, "top2_conf": 0.5, "ties": 0.0}
 
 
 def test_ties_and_the_threshold_are_strict():
@@ -50,6 +51,7 @@ def test_ties_and_the_threshold_are_strict():
     targets = torch.stack([pair(0, 1)] * 6)
     assert set_hits(scores, targets).tolist() == [False, True, False, True, True, False]
     assert set_hits(scores, targets, threshold=0.5).tolist() == [False, True, False, False, True, False]
+    assert pair_metrics(scores, targets)["ties"] == pytest.approx(3 / 6)  # rows 1, 3 and 6 tie at the border
 
 
 def test_metric_agrees_with_su_numpy_code_when_there_are_no_ties():
@@ -120,7 +122,7 @@ def test_every_layout_draws_the_same_pairs(numbered):
 # ---------------------------------------------------------------- models
 def test_models_are_about_270k_parameters_and_take_any_image_size():
     counts = {name: count_parameters(make_model(name)) for name in MODELS}
-    assert counts["capsule-su"] == counts["capsule-hinton"] == 279_488  # 259,008 conv + 10*16*128 W
+    assert counts["capsule-su"] == counts["capsule-hinton"] == counts["capsule-su-march"] == 279_488  # 259,008 conv + 10*16*128 W
     assert counts["pooling"] == 276_810
     torch.manual_seed(0)
     model = make_model("capsule-su").eval()
@@ -157,39 +159,45 @@ def digits():
                            y_test=d.y_test[:60], name="mnist", source="sample")
 
 
-TINY = dict(seeds=[0, 1], epochs={"pooling": 2, "capsule-su": 1, "capsule-hinton": 1}, batch_size=16,
-            n_pairs=30, layouts=list(LAYOUTS), device="cpu", progress=False)
+TINY = TwoDigitConfig(seeds=(0, 1), epochs={"pooling": 2, "capsule-su": 1, "capsule-hinton": 1,
+                                           "capsule-su-march": 1}, batch_size=16, n_pairs=30, curve=True)
 
 
 @pytest.fixture(scope="module")
 def tiny_result(digits):
-    return two_digit_experiment(digits, return_models=True, **TINY)
+    return two_digit_experiment(digits, TINY, device="cpu", progress=False, return_models=True)
 
 
 def test_experiment_returns_every_field(tiny_result):
     r = tiny_result
-    metrics = ["single_acc"] + [f"{lay}_{m}" for lay in LAYOUTS for m in ("top2", "top2_conf")]
+    metrics = ["single_acc"] + [f"{lay}_{m}" for lay in LAYOUTS for m in ("top2", "top2_conf", "ties")]
     assert [row["model"] for row in r["table"]] == list(MODELS)
     for row in r["table"]:
         assert set(row) == {"model", "head", "params", "seeds"} | set(metrics) | {f + "_std" for f in metrics}
         assert 270_000 < row["params"] < 285_000 and row["seeds"] == 2
         for f in metrics:
             assert 0.0 <= row[f] <= 1.0 and row[f + "_std"] >= 0.0
-    assert len(r["runs"]) == 6
-    assert {(x["model"], x["seed"]) for x in r["runs"]} == {(m, s) for m in MODELS for s in (0, 1)}
+    assert len(r["runs"]) == 8
+    assert [(x["model"], x["seed"]) for x in r["runs"]] == [(m, s) for s in (0, 1) for m in MODELS]  # seed-major
     for run in r["runs"]:
         for lay in LAYOUTS:
             assert run[f"{lay}_top2_conf"] <= run[f"{lay}_top2"]
+        epochs = TINY.epochs[run["model"]]
+        assert len(run["curve"]["test_acc"]) == len(run["curve"]["vertical_top2"]) == epochs
+        assert run["curve"]["vertical_top2"][-1] == run["vertical_top2"]  # the curve ends at the final value
     pooling = [x["single_acc"] for x in r["runs"] if x["model"] == "pooling"]
     assert r["table"][0]["single_acc"] == pytest.approx(sum(pooling) / 2)
-    c = r["config"]
-    assert c["epochs"] == TINY["epochs"] and c["margin_lam"] == 0.25 and c["n_train"] == 48 and c["n_pairs"] == 30
-    assert c["data"] == ["mnist", "sample"]
+    assert r["config"] == TINY.as_dict() and r["meta"]["n_train"] == 48 and r["meta"]["data"] == ["mnist", "sample"]
     plain = {k: v for k, v in r.items() if k != "trained"}
     assert json.loads(json.dumps(plain)) == plain                      # JSON-friendly
-    assert "| capsule-su | 279,488 |" in format_table(r)
+    assert "| capsule-su | 279,488 | 2 |" in format_table(r)
     html = format_table(r, html=True)
     assert "<td>capsule-su</td><td>279,488</td>" in html and "<th>vertical top-2 &gt; 0.5</th>" in html
+    epochs, mean, std = curve(r, "pooling", "horizontal_top2")
+    runs = [x["curve"]["horizontal_top2"] for x in r["runs"] if x["model"] == "pooling"]
+    assert epochs == [1, 2] and mean[1] == pytest.approx((runs[0][1] + runs[1][1]) / 2)
+    with pytest.raises(ValueError, match="curve"):
+        curve(r, "pooling", "diagonal_top2")
 
 
 def test_returned_models_reproduce_their_row(tiny_result, digits):
@@ -201,69 +209,114 @@ def test_returned_models_reproduce_their_row(tiny_result, digits):
 
 
 def test_one_seed_has_no_spread(digits):
-    r = two_digit_experiment(digits, models=["pooling"], seeds=[3], epochs=1, batch_size=48, n_pairs=5,
-                             device="cpu", progress=False)
+    config = TwoDigitConfig(models=("pooling",), seeds=(3,), epochs=1, batch_size=48, n_pairs=5)
+    r = two_digit_experiment(digits, config, device="cpu", progress=False)
     assert r["table"][0]["single_acc_std"] is None and r["config"]["seeds"] == [3]
 
 
+def test_resume_keeps_finished_runs_and_trains_only_the_rest(digits, tmp_path):
+    config = TwoDigitConfig(models=("pooling", "capsule-su"), seeds=(0,), epochs=2, batch_size=16, n_pairs=20)
+    seen = []
+    full = two_digit_experiment(digits, config, device="cpu", progress=False, on_run_end=seen.append)
+    assert [len(s["runs"]) for s in seen] == [1, 2]                      # saved after every run
+    partial = seen[0]
+    partial["runs"][0]["marker"] = "kept"                              # a kept run is not retrained
+    resumed = two_digit_experiment(digits, config, device="cpu", progress=False, previous=partial,
+                                   checkpoint_dir=str(tmp_path))
+    assert resumed["runs"][0]["marker"] == "kept"
+    assert resumed["runs"][1] == {**full["runs"][1], "train_seconds": resumed["runs"][1]["train_seconds"]}
+    assert (tmp_path / "capsule-su-seed0.pt").exists() and not (tmp_path / "pooling-seed0.pt").exists()
+    other = config.replace(margin_lam=0.5)
+    with pytest.raises(ValueError, match="other settings"):
+        two_digit_experiment(digits, other, device="cpu", progress=False, previous=partial)
+
+
+def test_a_run_interrupted_mid_way_resumes_from_its_checkpoint(digits, tmp_path):
+    config = TwoDigitConfig(models=("capsule-su",), seeds=(0,), epochs=2, batch_size=16, n_pairs=20, curve=True)
+    straight = two_digit_experiment(digits, config, device="cpu", progress=False)
+    one = config.replace(epochs=1)                                     # "interrupted" after epoch 1 ...
+    two_digit_experiment(digits, one, device="cpu", progress=False, checkpoint_dir=str(tmp_path))
+    # ... a one-epoch checkpoint under the name of the two-epoch run resumes at epoch 2 (cosine differs, so
+    # compare only that the resumed run kept epoch 1's record and trained one more epoch)
+    resumed = two_digit_experiment(digits, config, device="cpu", progress=False, checkpoint_dir=str(tmp_path))
+    assert len(resumed["runs"][0]["curve"]["test_acc"]) == 2
+    assert len(straight["runs"][0]["curve"]["test_acc"]) == 2
+
+
 @pytest.mark.parametrize("bad, match", [
-    (dict(models=["pooling", "capsnet"]), "models"),
-    (dict(models=[]), "models"),
-    (dict(seeds=[0, 0]), "seeds"),
-    (dict(seeds=[-1]), "seeds"),
+    (dict(models=("pooling", "capsnet")), "models"),
+    (dict(models=()), "models"),
+    (dict(seeds=(0, 0)), "seeds"),
+    (dict(seeds=(-1,)), "seeds"),
     (dict(epochs={"pooling": 1}), "epochs"),
     (dict(epochs=0), "epochs"),
-    (dict(layouts=["vertical", "diagonal"]), "layouts"),
+    (dict(layouts=("vertical", "diagonal")), "layouts"),
     (dict(n_pairs=0), "n_pairs"),
     (dict(margin_lam=-0.1), "margin_lam"),
     (dict(squash_k=0), "squash_k"),
+    (dict(lr=float("inf")), "lr"),
     (dict(init="zeros"), "init"),
+    (dict(lr_schedule="step"), "lr_schedule"),
+    (dict(source="web"), "source"),
+    (dict(curve=1), "curve"),
 ])
-def test_experiment_rejects_bad_arguments(digits, bad, match):
+def test_config_rejects_bad_settings(bad, match):
     with pytest.raises(ValueError, match=match):
-        two_digit_experiment(digits, **{**TINY, **bad})
+        TwoDigitConfig(**bad)
 
 
-def test_experiment_rejects_multi_hot_training_labels(digits):
+def test_config_round_trips_through_json():
+    for name, config in PRESETS.items():
+        assert TwoDigitConfig.from_dict(json.loads(json.dumps(config.as_dict()))) == config, name
+    with pytest.raises(ValueError, match="unknown two-digit settings"):
+        TwoDigitConfig.from_dict({"epoch": 3})
+
+
+def test_experiment_rejects_bad_data_and_config(digits):
     wrong = SimpleNamespace(**{**vars(digits), "y_train": torch.nn.functional.one_hot(digits.y_train, 10).float()})
     with pytest.raises(ValueError, match="integer labels"):
-        two_digit_experiment(wrong, **TINY)
+        two_digit_experiment(wrong, TINY)
+    with pytest.raises(TypeError, match="TwoDigitConfig"):
+        two_digit_experiment(digits, {"epochs": 1})
 
 
-def test_presets():
-    for mode, p in PRESETS.items():
-        assert len(p["seeds"]) >= 3 and list(p["models"]) == list(MODELS), mode
-        assert {"vertical", "horizontal"} <= set(p["layouts"]), mode
-    assert PRESETS["full"]["epochs"] == SU_EPOCHS and PRESETS["full"]["batch_size"] == 128
-    assert PRESETS["full"]["source"] == "auto" and PRESETS["quick"]["source"] == "sample"
-    assert PRESETS["full"]["margin_lam"] == 0.25
+def test_presets_follow_su_where_they_say_so():
+    assert PRESETS["full"].epochs == SU_EPOCHS and PRESETS["full"].batch_size == 128
+    assert PRESETS["full"].lr_schedule == "constant" and PRESETS["full"].source == "auto"
+    for name in ("quick", "long"):   # the chapter's budgets: all 9,000 sample digits, every head
+        p = PRESETS[name]
+        assert p.source == "sample" and p.n_train is None and p.models == tuple(MODELS) and p.margin_lam == 0.25
+    assert len(PRESETS["long"].seeds) >= 3 and PRESETS["long"].curve
 
 
 # ---------------------------------------------------------------- the CLI
-def test_cli_choices_match_the_module():
-    assert cli.TWO_DIGIT_MODELS == tuple(MODELS)
-    assert cli.TWO_DIGIT_LAYOUTS == LAYOUTS and cli.TWO_DIGIT_INITS == INITS
-
-
 def test_cli_two_digits_bad_arguments():
     for bad in (["--models", "capsnet"], ["--seeds", "-1"], ["--pairs", "0"], ["--margin-lam", "-1"],
-                ["--layouts", "diagonal"], ["--preset", "huge"], ["--seeds", "0", "0"]):
+                ["--layouts", "diagonal"], ["--preset", "huge"], ["--seeds", "0", "0"],
+                ["--out", "/no/such/folder/r.json"]):
         r = subprocess.run([sys.executable, "-m", "capsedu", "two-digits", *bad], capture_output=True,
                            text=True, timeout=60)
-        assert r.returncode == 2, bad
+        assert r.returncode in (1, 2), bad                             # 2: argparse; 1: the config's check
         assert len(r.stderr.strip().splitlines()) == 1 and "error" in r.stderr, r.stderr
 
 
-def test_cli_prints_the_same_table_as_the_function(digits, capsys, tmp_path):
+def test_cli_prints_the_same_table_as_the_function_and_resumes(digits, capsys, tmp_path):
     args = ["two-digits", "--preset", "smoke", "--source", "sample", "--limit", "48", "--test-limit", "60",
             "--models", "pooling", "capsule-su", "--seeds", "0", "1", "--epochs", "1", "--batch-size", "16",
-            "--pairs", "30", "--device", "cpu", "--no-progress", "--out", str(tmp_path / "r.json")]
+            "--pairs", "30", "--device", "cpu", "--no-progress", "--out", str(tmp_path)]
     assert cli.main(args) == 0
     printed = json.loads(capsys.readouterr().out)
-    assert printed == json.loads((tmp_path / "r.json").read_text())
-    kwargs = {k: v for k, v in PRESETS["smoke"].items() if k != "source"}
-    direct = two_digit_experiment(digits, **{**kwargs, "models": ["pooling", "capsule-su"], "seeds": [0, 1],
-                                             "epochs": 1, "batch_size": 16, "n_pairs": 30, "device": "cpu",
-                                             "progress": False})
+    stored = tmp_path / "two-digits-smoke.json"                       # a folder: a named file inside it
+    assert printed == json.loads(stored.read_text())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["two-digits-smoke.json"]  # no .tmp, no checkpoints
+    config = PRESETS["smoke"].replace(models=("pooling", "capsule-su"), seeds=(0, 1), epochs=1, n_pairs=30,
+                                      n_train=48, n_test=60)
+    direct = two_digit_experiment(digits, config, device="cpu", progress=False)
     assert printed["preset"] == "smoke" and printed["config"] == direct["config"]
     assert printed["table"] == direct["table"]                        # CPU training is deterministic
+    assert printed["command"].endswith(" ".join(args)) and printed["torch"] == torch.__version__
+    assert cli.main(args) == 0                                         # rerun: every run is already there
+    again = json.loads(capsys.readouterr().out)
+    assert again["runs"] == printed["runs"] and again["resumed"] == 1
+    assert cli.main(args[:-2] + ["--margin-lam", "0.5", "--out", str(tmp_path)]) == 1  # other settings: refused
+    assert "--fresh" in capsys.readouterr().err

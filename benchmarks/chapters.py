@@ -1,0 +1,85 @@
+"""Wall time of every chapter, executed top to bottom in one mode, and the lines each
+prints about accuracy and data. Prints one JSON object (the table in chapter 0 reads the
+quick-mode runs stored under results/, and gpu_check.sh stores a gpu-mode run).
+
+    python benchmarks/chapters.py --mode quick                      # the book build's budget
+    python benchmarks/chapters.py --mode gpu book/05_training.ipynb # one chapter
+"""
+import argparse
+import json
+import os
+import re
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import nbformat
+import torch
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+
+import capsedu
+from capsedu.device import hardware, resolve_amp, resolve_device
+
+ROOT = Path(__file__).resolve().parents[1]
+# printed lines worth keeping: accuracies, which data was used, the estimates made before long cells
+KEEP = re.compile(r"accura|test acc|capsedu data|^next:", re.I)
+
+
+def printed_lines(nb) -> list:
+    lines = []
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "stream" and out.get("name") == "stdout":
+                lines += [ln.strip() for ln in out["text"].splitlines() if KEEP.search(ln)]
+    return lines
+
+
+def run_chapter(path: Path, timeout: int) -> dict:
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                            resources={"metadata": {"path": str(path.parent)}})  # run in book/, as the build does
+    t0, error = time.perf_counter(), None
+    try:
+        client.execute()
+    except CellExecutionError as err:
+        error = str(err).strip().splitlines()[-1][:300]
+    except Exception as err:  # a timeout or a dead kernel: record it, go on with the next chapter
+        error = f"{type(err).__name__}: {str(err)[:300]}"
+    return {"notebook": path.name, "seconds": round(time.perf_counter() - t0, 1), "ok": error is None,
+            "error": error, "printed": printed_lines(nb)}
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("notebooks", nargs="*", help="default: every chapter in book/")
+    p.add_argument("--mode", required=True, choices=capsedu.MODES)
+    p.add_argument("--timeout", type=int, default=900, help="seconds per cell")
+    a = p.parse_args(argv)
+    os.environ["CAPSEDU_MODE"] = a.mode  # the kernels inherit it
+    paths = [Path(n).resolve() for n in a.notebooks] or sorted((ROOT / "book").glob("[0-9]*.ipynb"))
+    device = resolve_device("auto")
+    load_before = os.getloadavg()[0]
+    chapters = []
+    for path in paths:
+        print(f"chapters.py: {path.name} in {a.mode} mode ...", file=sys.stderr, flush=True)
+        chapters.append(run_chapter(path, a.timeout))
+        print(f"chapters.py: {path.name} {chapters[-1]['seconds']:.0f} s, ok: {chapters[-1]['ok']}",
+              file=sys.stderr, flush=True)
+    result = {
+        "benchmark": "chapters",
+        "command": "python benchmarks/chapters.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "mode": a.mode,
+        "device": str(device), "hardware": hardware(device), "amp_auto": resolve_amp("auto", device),
+        "torch": torch.__version__, "capsedu": capsedu.__version__,
+        "total_seconds": round(sum(c["seconds"] for c in chapters), 1),
+        "load_average_1min_before_after": [load_before, os.getloadavg()[0]],  # other work on the machine
+        "chapters": chapters,
+    }
+    print(json.dumps(result, indent=2))
+    return 0 if all(c["ok"] for c in chapters) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""The command line of chapter 10's comparison: ``python -m capsedu compare-routing``.
+
+Imports no torch (``--help`` stays instant); ``cli_main`` imports ``capsedu.compare_routing``
+only when the command runs.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import shlex
+import sys
+
+from .cli import non_negative_int, positive_int
+
+__all__ = ["PRESET_NAMES", "add_cli_arguments", "cli_main"]
+
+# capsedu.compare_routing.PRESETS has exactly these keys (tests/test_routing_methods.py checks it).
+PRESET_NAMES = ("smoke", "quick", "gpu", "full", "long")
+
+
+def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``python -m capsedu compare-routing``."""
+    parser.add_argument("--preset", choices=PRESET_NAMES, default=None,
+                        help="settings: smoke (seconds), quick (the book's preview), long (the stored run "
+                        "on a 2-core CPU), gpu, full (default: $CAPSEDU_MODE, else gpu on a GPU, quick on a CPU)")
+    parser.add_argument("--out", default=None, help="JSON file (or a folder: the file goes inside it), "
+                        "rewritten after every finished method x seed")
+    parser.add_argument("--resume", action="store_true", help="keep the finished runs --out already holds "
+                        "and train only the missing ones")
+    parser.add_argument("--seeds", nargs="+", type=non_negative_int, default=None, help="override the preset's seeds")
+    parser.add_argument("--epochs", type=positive_int, default=None, help="override the preset's epochs")
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
+    parser.add_argument("--threads", type=positive_int, default=2, help="CPU threads for torch")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+def cli_main(args) -> int:
+    """Run the comparison; the result JSON goes to ``--out`` (checked before training) and to stdout."""
+    import dataclasses
+
+    import torch
+
+    from . import current_mode
+    from .bench import about
+    from .compare_routing import DEFAULT_NAME, PRESETS, compare_routing, estimate_seconds
+    from .data import load_dataset
+    from .runs import output_path
+
+    preset = args.preset or current_mode()
+    if preset not in PRESETS:
+        raise ValueError(f"no preset {preset!r}; expected one of {tuple(PRESETS)}")
+    out = None
+    if args.out is not None:
+        out = output_path(args.out, DEFAULT_NAME)  # a missing folder or an unwritable file: now, not after hours
+        if out.exists() and not args.resume:
+            raise ValueError(f"{out} exists; pass --resume to finish it, or remove it to start afresh")
+    changes = {}
+    if getattr(args, "seeds", None) is not None:
+        if len(set(args.seeds)) != len(args.seeds):
+            raise ValueError(f"--seeds must be distinct, got {' '.join(map(str, args.seeds))}")
+        changes["seeds"] = tuple(args.seeds)
+    if getattr(args, "epochs", None) is not None:
+        changes["epochs"] = args.epochs
+    config = dataclasses.replace(PRESETS[preset], **changes)
+    torch.set_num_threads(args.threads)
+    command = shlex.join(["python", "-m", "capsedu", *getattr(args, "argv", ["compare-routing"])])
+    with contextlib.redirect_stdout(sys.stderr):  # stdout carries the JSON only
+        data = load_dataset("mnist", config.source, device="cpu", verbose=not args.no_progress)
+        if not args.no_progress:
+            print(f"capsedu compare-routing: {len(config.methods)} methods x {len(config.seeds)} seeds x "
+                  f"{config.epochs} epochs; expected {about(sum(estimate_seconds(config, data, args.device).values()))}"
+                  " on this machine, measured now from a few steps")
+        result = compare_routing(config, out=out, resume=args.resume, device=args.device, data=data,
+                                 command=command, preset=preset, progress=not args.no_progress)
+    print(json.dumps(result, indent=1))
+    if out is not None:
+        print(f"capsedu compare-routing: wrote {out}", file=sys.stderr)
+    return 0

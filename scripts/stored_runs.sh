@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The long runs whose JSON the chapters show beside their live previews, one after another.
+# Each command resumes: rerun this script after an interruption and finished runs are skipped.
+# Sized for a 2-core CPU (see results/README.md for the wall times measured); run it in the
+# background: nohup nice bash scripts/stored_runs.sh > runs.log 2>&1 &
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source .venv/bin/activate
+export OMP_WAIT_POLICY=PASSIVE  # threads sleep instead of spinning when the machine is shared
+capsedu() { python -m capsedu "$@" --no-progress > /dev/null; }
+
+# Chapter 7: the two-digit experiment at a budget that settles (4 heads x 3 seeds x 12 epochs).
+capsedu two-digits --preset long --out results/two_digits_long.json
+# Chapter 7: the investigation, each setting changed on its own from the quick preset, 3 seeds.
+mkdir -p results/two_digits_variants
+V="two-digits --preset quick --seeds 0 1 2"
+capsedu $V --models pooling capsule-su --out results/two_digits_variants/preset.json
+capsedu $V --models pooling capsule-su --epochs 4 --out results/two_digits_variants/twice_the_epochs.json
+capsedu $V --models capsule-su --margin-lam 0.5 --out results/two_digits_variants/lambda_0.5.json
+capsedu $V --models capsule-su --squash-k 1 --out results/two_digits_variants/squash_k_1.json
+capsedu $V --models capsule-su --init torch --out results/two_digits_variants/torch_init.json
+# Chapter 9: the paper's three experiments (MultiMNIST also stores its fp16 weights, sha256 in the JSON).
+capsedu multimnist --preset long --out results/ --resume
+capsedu robustness --preset long --out results/ --resume
+capsedu ablation --preset long --out results/ --resume
+# Chapter 10: four routing methods on one budget (EM is two thirds of the time); one thread per run
+# measured faster than two on a shared machine.
+capsedu compare-routing --preset long --out results/compare_routing.json --resume --threads 1

@@ -1,0 +1,246 @@
+"""Tests for chapter 9's experiments: the baseline CNN, the three runners (smoke presets), resuming, the CLI."""
+import dataclasses
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from capsedu import ablation, multimnist, robustness
+from capsedu.baseline_cnn import BaselineCNN, BaselineConfig
+from capsedu.data import load_dataset
+from capsedu.models import CapsNet
+from capsedu.multimnist import PairCapsNet, make_pairs
+from capsedu.paper_cli import EXPERIMENTS, PRESET_NAMES
+from capsedu.params import count_parameters
+
+MODULES = {"robustness": robustness, "ablation": ablation, "multimnist": multimnist}
+
+
+@pytest.fixture(scope="module")
+def data():
+    return load_dataset("mnist", source="sample", verbose=False)
+
+
+# ---------------------------------------------------------------- the models
+def test_baseline_parameter_counts():
+    paper = count_parameters(BaselineCNN())
+    affnist = count_parameters(BaselineCNN(BaselineConfig.affnist()))
+    print(f"baseline CNN: {paper:,} parameters on 28x28 (the paper's 35.4M); {affnist:,} on the 40x40 canvas")
+    # conv 1x256, 256x256, 256x128 (5x5) + dense 128*28*28 -> 328 -> 192 -> 10
+    assert paper == 35_445_522 and round(paper / 1e6, 1) == 35.4
+    # the same layers with 2x2 pooling after conv 1 and 2: the dense layer reads 128 x 10 x 10
+    assert affnist == 6_656 + 1_638_656 + 819_328 + (12_800 * 328 + 328) + (328 * 192 + 192) + (192 * 10 + 10)
+
+
+def test_baseline_outputs_scores_and_checks_shapes():
+    model = BaselineCNN(BaselineConfig.affnist(channels=(8, 8, 4), hidden=(16,)))
+    scores = model(torch.rand(3, 1, 40, 40))
+    assert scores.shape == (3, 10) and ((scores > 0) & (scores < 1)).all()
+    with pytest.raises(ValueError, match=r"images of shape \(batch, 1, 40, 40\)"):
+        model(torch.rand(3, 1, 28, 28))
+    with pytest.raises(ValueError, match="kernel must be odd"):
+        BaselineConfig(kernel=4)
+    with pytest.raises(ValueError, match="pool_after holds convolution numbers 1..3"):
+        BaselineConfig(pool_after=(4,))
+
+
+@pytest.mark.parametrize("size, primary", [(40, 32 * 12 * 12), (36, 32 * 10 * 10)])
+def test_capsnet_on_padded_canvases(size, primary):
+    model = CapsNet(image_size=(size, size), conv_channels=16, primary_types=32, decoder_hidden=(8,))
+    assert model.config.num_primary == primary
+    caps, lengths, recon = model(torch.rand(2, 1, size, size))
+    assert caps.shape == (2, 10, 16) and recon.shape == (2, 1, size, size)
+
+
+def test_pairs_hold_the_overlay_and_its_two_digits(data):
+    x, t = make_pairs(data.x_test[:200], data.y_test[:200], 50, 36, 4, torch.Generator().manual_seed(0))
+    assert x.shape == (50, 3, 36, 36) and t.shape == (50, 10)
+    assert (t.sum(1) == 2).all()
+    assert torch.equal(x[:, 0], (x[:, 1] + x[:, 2]).clamp(max=1))
+    again, _ = make_pairs(data.x_test[:200], data.y_test[:200], 50, 36, 4, torch.Generator().manual_seed(0))
+    assert torch.equal(x, again)
+
+
+def test_pair_capsnet_reconstructs_each_true_digit_separately():
+    model = PairCapsNet(36, conv_channels=8, primary_types=2, decoder_hidden=(8,))
+    x = torch.rand(4, 3, 36, 36)
+    labels = torch.zeros(4, 10)
+    labels[:, [2, 7]] = 1
+    _, lengths, recon = model(x, labels)
+    assert lengths.shape == (4, 10) and recon.shape == (4, 3, 36, 36)
+    assert torch.equal(recon[:, 0], x[:, 0])  # channel 0 passes through: it adds nothing to the loss
+    # channel 1 is the decoder fed capsule 2 alone, channel 2 capsule 7 alone
+    digit = model.capsnet.capsules(x[:, :1])
+    only = torch.zeros(4, 10)
+    only[:, 7] = 1
+    assert torch.allclose(recon[:, 2:3], model.capsnet.decoder(digit, only), atol=1e-6)
+    classes, parts = model.segment(x)
+    assert classes.shape == (4, 2) and (classes[:, 0] < classes[:, 1]).all() and parts.shape == (4, 2, 36, 36)
+
+
+def test_detach_variant_changes_only_the_gradients():
+    config = ablation.PRESETS["smoke"]
+    torch.manual_seed(0)
+    full, _ = ablation.make_variant("r3", config)
+    torch.manual_seed(0)
+    detached, weight = ablation.make_variant("r3-detach", config)
+    assert weight == 0.0 and ablation.make_variant("r3+recon", config)[1] == config.recon_weight
+    for m in (full, detached):  # longer predictions: the couplings move away from uniform
+        with torch.no_grad():
+            m.digits.weight.mul_(30)
+    x = torch.rand(2, 1, 40, 40)
+    outs = [m(x)[1] for m in (full, detached)]
+    assert torch.allclose(outs[0], outs[1], atol=1e-5)
+    grads = []
+    for m, out in zip((full, detached), outs):
+        out.sum().backward()
+        grads.append(m.digits.weight.grad.clone())
+    assert (grads[0] - grads[1]).abs().max() > 1e-3 * grads[0].abs().max()
+
+
+# ---------------------------------------------------------------- configs
+def test_every_module_has_every_preset():
+    for name, module in MODULES.items():
+        assert set(module.PRESETS) == set(PRESET_NAMES), name
+        assert EXPERIMENTS[name][0] == name
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: robustness.RobustnessConfig(models=("cnn", "mlp")), "RobustnessConfig.models must be distinct names"),
+    (lambda: robustness.RobustnessConfig(strengths=(0.5, 1.5)), "RobustnessConfig.strengths must hold numbers"),
+    (lambda: robustness.RobustnessConfig(max_shift=7), r"RobustnessConfig.max_shift must be an int in \[0, 6\]"),
+    (lambda: robustness.RobustnessConfig(seeds=(0, 0)), "RobustnessConfig.seeds must be a non-empty tuple"),
+    (lambda: ablation.AblationConfig(variants=("r2",)), "AblationConfig.variants must be distinct names"),
+    (lambda: ablation.AblationConfig(epochs=0), "AblationConfig.epochs must be a positive int"),
+    (lambda: multimnist.MultiMNISTConfig(canvas=36, max_shift=5), "MultiMNISTConfig needs canvas >= 28"),
+    (lambda: multimnist.MultiMNISTConfig(lr=-1), "MultiMNISTConfig.lr must be a positive number"),
+])
+def test_bad_configs(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()
+
+
+def test_runner_wants_its_config():
+    with pytest.raises(TypeError, match="config must be a RobustnessConfig"):
+        robustness.robustness_experiment(ablation.PRESETS["smoke"])
+
+
+# ---------------------------------------------------------------- the runners, end to end
+def _tiny(name):
+    config = MODULES[name].PRESETS["smoke"]
+    if name == "ablation":  # three variants cover the three switches (iterations, reconstruction, detach)
+        return dataclasses.replace(config, seeds=(0, 1), variants=("r1", "r3+recon", "r3-detach"))
+    return dataclasses.replace(config, seeds=(0, 1)) if name == "robustness" else config
+
+
+def _run(name, config, **kw):
+    runner = getattr(MODULES[name], EXPERIMENTS[name][1])
+    return runner(config, progress=False, device="cpu", **kw)
+
+
+def test_robustness_end_to_end_and_matching(data, tmp_path):
+    config = _tiny("robustness")
+    result = _run("robustness", config, data=data, out=tmp_path)
+    stored = json.loads((tmp_path / robustness.DEFAULT_NAME).read_text())
+    assert stored["summary"] == result["summary"] and stored["settings"]["seeds"] == [0, 1]
+    assert {"command", "date", "hardware", "torch", "settings"} <= set(stored)
+    assert len(stored["runs"]) == 4
+    for seed in config.seeds:  # matched: both chosen epochs reach the lower of the two best validation accuracies
+        runs = {r["model"]: r for r in stored["runs"] if r["seed"] == seed}
+        target = min(max(e["val"] for e in r["epochs"]) for r in runs.values())
+        for m, r in runs.items():
+            k = result["summary"]["table"][config.models.index(m)]["epochs"][config.seeds.index(seed)]
+            assert r["epochs"][k - 1]["val"] >= target
+            assert all(e["val"] < target for e in r["epochs"][:k - 1])
+    row = result["summary"]["table"][0]
+    assert {"clean", "affine@0", "affine@1", "clean_std"} <= set(row)
+    assert 0 <= row["affine@1"] <= 1
+
+
+def test_ablation_and_multimnist_end_to_end(data, tmp_path):
+    result = _run("ablation", _tiny("ablation"), data=data, out=tmp_path / "a.json")
+    table = result["summary"]["table"]
+    assert [r["variant"] for r in table] == ["r1", "r3+recon", "r3-detach"]
+    assert all(r["seeds"] == 2 and r["clean_error_std"] is not None for r in table)
+    assert [(r["iterations"], r["reconstruction"], r["detach_inner"]) for r in table] == [
+        (1, False, False), (3, True, False), (3, False, True)]
+    assert tuple(table[1]["paper_error"]) == (0.25, 0.005) and table[2]["paper_error"] is None
+    result = _run("multimnist", _tiny("multimnist"), data=data, out=tmp_path / "m.json")
+    record = result["runs"][0]
+    assert 0 <= record["top2"] <= 1 and record["error"] == pytest.approx(100 * (1 - record["top2"]))
+    model = multimnist.load_model(result, tmp_path)
+    assert isinstance(model, PairCapsNet)
+    (tmp_path / record["weights"]).write_bytes(b"corrupt")
+    with pytest.raises(ValueError, match="sha256"):
+        multimnist.load_model(result, tmp_path)
+
+
+def test_resume_skips_finished_runs(data, tmp_path, monkeypatch):
+    config = _tiny("robustness")
+    out = tmp_path / "r.json"
+    first = _run("robustness", dataclasses.replace(config, seeds=(0,)), data=data, out=out)
+    with pytest.raises(ValueError, match="holds a run with other settings"):
+        _run("robustness", config, data=data, out=out)  # seeds differ from the file's
+    calls = []
+    real = robustness.train_epochs
+    monkeypatch.setattr(robustness, "train_epochs", lambda *a, **k: calls.append(k["desc"]) or real(*a, **k))
+    again = _run("robustness", dataclasses.replace(config, seeds=(0,)), data=data, out=out)
+    assert calls == [] and again["runs"] == first["runs"]
+    fresh = _run("robustness", dataclasses.replace(config, seeds=(0,)), data=data, out=out, resume=False)
+    assert len(calls) == 2 and len(fresh["runs"]) == 2
+
+
+def test_an_interrupted_run_keeps_its_finished_runs_and_a_summary(data, tmp_path, monkeypatch):
+    out = tmp_path / "r.json"
+    real, calls = robustness.train_epochs, []
+
+    def second_call_interrupted(*args, **kwargs):
+        calls.append(kwargs["desc"])
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+    monkeypatch.setattr(robustness, "train_epochs", second_call_interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        _run("robustness", _tiny("robustness"), data=data, out=out)
+    stored = json.loads(out.read_text())
+    assert [(r["model"], r["seed"]) for r in stored["runs"]] == [("cnn", 0)]
+    assert stored["summary"]["table"] == []  # no seed has both networks yet: nothing to compare, but readable
+
+
+def test_out_is_checked_before_training(tmp_path):
+    with pytest.raises(ValueError, match="does not exist"):
+        _run("ablation", _tiny("ablation"), out=tmp_path / "missing" / "a.json")
+
+
+# ---------------------------------------------------------------- the command line
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "capsedu", *args], capture_output=True, text=True, timeout=300)
+
+
+def test_cli_writes_and_prints_json(tmp_path):
+    r = _cli("multimnist", "--preset", "smoke", "--seeds", "3", "--out", str(tmp_path), "--no-progress")
+    assert r.returncode == 0, r.stderr
+    printed = json.loads(r.stdout)
+    stored = json.loads((tmp_path / multimnist.DEFAULT_NAME).read_text())
+    assert printed == stored and stored["settings"]["seeds"] == [3] and stored["preset"] == "smoke"
+    assert stored["command"].startswith("python -m capsedu multimnist --preset smoke")
+    assert (tmp_path / "multimnist_seed3.pt").is_file()
+    again = _cli("multimnist", "--preset", "smoke", "--seeds", "3", "--out", str(tmp_path))
+    assert again.returncode == 1 and "pass --resume" in again.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ["robustness", "--preset", "huge"], ["ablation", "--epochs", "0"], ["multimnist", "--seeds", "-1"],
+])
+def test_cli_bad_arguments(args):
+    r = _cli(*args)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "error" in r.stderr
+
+
+def test_cli_bad_out_is_one_line(tmp_path):
+    r = _cli("robustness", "--preset", "smoke", "--out", str(tmp_path / "no" / "r.json"))
+    assert r.returncode == 1 and r.stderr.strip().splitlines() == [
+        f"capsedu robustness: error: --out {tmp_path / 'no' / 'r.json'}: folder {tmp_path / 'no'} "
+        f"does not exist; create it first"]

@@ -1,0 +1,106 @@
+"""routing.py: Su's March update against a loop written from its description, float16 in float32,
+and the one routing loop that readable and fast paths share."""
+import pytest
+import torch
+
+from capsedu.fast import fused_routing
+from capsedu.functional import squash
+from capsedu.routing import ROUTING_MODES, dynamic_routing
+
+
+def march_reference(u_hat, iterations, k):
+    """Su's March routing, one example and one output capsule at a time (slow, obvious)."""
+    B, n_in, n_out, _ = u_hat.shape
+    out = []
+    for b in range(B):
+        logits = torch.zeros(n_in, n_out)
+        for r in range(iterations):
+            c = torch.softmax(logits, dim=1)                           # each input over the outputs
+            s = torch.stack([sum(c[i, j] * u_hat[b, i, j] for i in range(n_in)) for j in range(n_out)])
+            if r == iterations - 1:
+                out.append(torch.stack([squash(s[j], k=k) for j in range(n_out)]))
+            else:
+                direction = [s[j] / s[j].norm() for j in range(n_out)]  # b_ij <- <u_hat, s_j/|s_j|>
+                logits = torch.tensor([[float(u_hat[b, i, j] @ direction[j]) for j in range(n_out)]
+                                       for i in range(n_in)])
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("iterations", [1, 2, 3])
+def test_su_march_matches_the_loop_reference(iterations):
+    torch.manual_seed(0)
+    u_hat = torch.randn(2, 7, 3, 4, dtype=torch.float64)
+    v = dynamic_routing(u_hat, iterations=iterations, mode="su-march", squash_k=0.5)
+    assert torch.allclose(v, march_reference(u_hat, iterations, 0.5), atol=1e-10)
+
+
+def test_su_march_differs_from_january_after_the_first_iteration():
+    torch.manual_seed(1)
+    u_hat = torch.randn(2, 20, 5, 8)
+    one = {m: dynamic_routing(u_hat, 1, m, squash_k=0.5) for m in ("su", "su-march")}
+    three = {m: dynamic_routing(u_hat, 3, m, squash_k=0.5) for m in ("su", "su-march")}
+    assert torch.equal(one["su"], one["su-march"])                   # same first iteration
+    assert not torch.allclose(three["su"], three["su-march"], atol=1e-4)
+
+
+def test_history_rows_sum_to_one_in_every_mode():
+    u_hat = torch.randn(3, 11, 4, 6)
+    for mode in ROUTING_MODES:
+        v, history = dynamic_routing(u_hat, 3, mode, return_history=True)
+        assert len(history) == 3 and v.shape == (3, 4, 6)
+        for c in history:
+            assert c.shape == (3, 11, 4) and torch.allclose(c.sum(dim=2), torch.ones(3, 11))
+
+
+def test_float16_routing_does_not_overflow():
+    torch.manual_seed(0)
+    u_hat = torch.randn(2, 1152, 10, 16) * 1000
+    for mode in ROUTING_MODES:
+        v16 = dynamic_routing(u_hat.half(), 3, mode)
+        assert v16.dtype == torch.float16 and torch.isfinite(v16).all(), mode
+        v32 = dynamic_routing(u_hat.half().float(), 3, mode)
+        assert torch.allclose(v16.float(), v32, atol=2e-3), mode
+        fast16 = fused_routing(u_hat.half(), 3, mode, compile=False)
+        assert fast16.dtype == torch.float16 and torch.allclose(fast16.float(), v32, atol=2e-3), mode
+
+
+@pytest.mark.parametrize("mode", ROUTING_MODES)
+def test_fused_routing_is_the_same_loop(mode):
+    torch.manual_seed(2)
+    u_hat = torch.randn(3, 30, 5, 8, requires_grad=True)
+    readable = dynamic_routing(u_hat, 3, mode, squash_k=0.5)
+    fused = fused_routing(u_hat, 3, mode, squash_k=0.5, compile=False)
+    assert torch.allclose(readable, fused, atol=1e-6)
+    g1, = torch.autograd.grad(readable.sum(), u_hat)
+    g2, = torch.autograd.grad(fused.sum(), u_hat)
+    assert torch.allclose(g1, g2, atol=1e-6)
+
+
+def test_detach_inner_keeps_values_and_changes_gradients():
+    torch.manual_seed(3)
+    u_hat = torch.randn(2, 12, 4, 5, requires_grad=True)
+    full = dynamic_routing(u_hat, 3, "hinton")
+    detached = dynamic_routing(u_hat, 3, "hinton", detach_inner=True)
+    assert torch.allclose(full, detached)
+    g_full, = torch.autograd.grad(full.pow(2).sum(), u_hat)
+    g_det, = torch.autograd.grad(detached.pow(2).sum(), u_hat)
+    assert not torch.allclose(g_full, g_det)
+    # with the inner iterations detached, the gradient is that of the last iteration's weighted sum
+    # at fixed coupling coefficients
+    _, history = dynamic_routing(u_hat.detach(), 3, "hinton", return_history=True)
+    c = history[-1]                                                    # (B, N_in, N_out)
+    u = u_hat.detach().clone().requires_grad_(True)
+    s = torch.einsum("bij,bijd->bjd", c, u)
+    g_ref, = torch.autograd.grad(squash(s).pow(2).sum(), u)
+    assert torch.allclose(g_det, g_ref, atol=1e-6)
+
+
+@pytest.mark.parametrize("bad, match", [
+    (dict(mode="su_march"), "routing mode"),
+    (dict(iterations=0), "iterations"),
+    (dict(u_hat=torch.zeros(0, 3, 2, 4)), "empty"),
+])
+def test_bad_arguments_get_one_clear_error(bad, match):
+    args = {**dict(u_hat=torch.randn(1, 3, 2, 4), iterations=2, mode="hinton"), **bad}
+    with pytest.raises(ValueError, match=match):
+        dynamic_routing(args.pop("u_hat"), **args)

@@ -1,0 +1,111 @@
+"""Tests for capsedu.transforms: digits stay inside the canvas, seeds reproduce, strength 0 is the identity."""
+import re
+
+import pytest
+import torch
+
+from capsedu.data import load_dataset
+from capsedu.transforms import AFFINE_RANGES, INK, affine_test_set, center_on_canvas, pad_and_shift, random_affine
+
+
+@pytest.fixture(scope="module")
+def digits():
+    data = load_dataset("mnist", source="sample", verbose=False)
+    return data.x_test[:300], data.y_test[:300]
+
+
+def _border(images, width=1):
+    """Brightest pixel in the outer ``width`` rings of each image (B,)."""
+    inner = torch.zeros_like(images, dtype=torch.bool)
+    inner[..., width:-width, width:-width] = True
+    return images.masked_fill(inner, 0).amax(dim=(1, 2, 3))
+
+
+def _generator(seed):
+    return torch.Generator().manual_seed(seed)
+
+
+def test_center_on_canvas_shape_and_position(digits):
+    x, _ = digits
+    out = center_on_canvas(x, 40)
+    assert out.shape == (len(x), 1, 40, 40)
+    assert torch.equal(out[:, :, 6:34, 6:34], x)
+    assert out.sum() == pytest.approx(x.sum().item(), rel=1e-6)
+
+
+@pytest.mark.parametrize("strength", [0.25, 1.0])
+def test_random_affine_keeps_the_digit_inside(digits, strength):
+    x, _ = digits
+    out, p = random_affine(x, strength, 40, _generator(0), return_params=True)
+    assert out.shape == (len(x), 1, 40, 40)
+    assert _border(out).max() < INK            # no ink reaches the outermost ring
+    # the ink is all there: an affine map scales areas by det(A) = scale_x * scale_y
+    ratio = out.sum(dim=(1, 2, 3)) / (x.sum(dim=(1, 2, 3)) * p["scale_x"] * p["scale_y"])
+    assert ratio.min() > 0.95 and ratio.max() < 1.05
+
+
+def test_random_affine_ranges_scale_with_strength(digits):
+    x, _ = digits
+    for strength in (0.5, 1.0):
+        _, p = random_affine(x, strength, 40, _generator(1), return_params=True)
+        assert p["rotation_deg"].abs().max() <= AFFINE_RANGES["rotation_deg"] * strength + 1e-4
+        assert p["rotation_deg"].abs().max() > 0.8 * AFFINE_RANGES["rotation_deg"] * strength  # the range is used
+        assert p["shear"].abs().max() <= AFFINE_RANGES["shear"] * strength + 1e-6
+        for axis in ("scale_x", "scale_y"):
+            assert (p[axis] - 1).abs().max() <= AFFINE_RANGES["scale"] * strength + 1e-6
+    _, p = random_affine(x, 1.0, 40, _generator(1), return_params=True)
+    assert p["shift_x"].abs().max() > 6  # translations go well beyond the training shifts
+
+
+def test_strength_zero_is_the_centred_original(digits):
+    x, _ = digits
+    out = random_affine(x, 0.0, 40, _generator(2))
+    assert torch.allclose(out, center_on_canvas(x, 40), atol=1e-5)
+
+
+def test_seed_reproduces_and_differs(digits):
+    x, y = digits
+    a, ya = affine_test_set(x, y, 1.0, 40, seed=5)
+    b, yb = affine_test_set(x, y, 1.0, 40, seed=5)
+    c, _ = affine_test_set(x, y, 1.0, 40, seed=6)
+    assert torch.equal(a, b) and torch.equal(ya, y) and torch.equal(yb, y)
+    assert not torch.equal(a, c)
+    assert torch.equal(pad_and_shift(x, 40, 6, _generator(3)), pad_and_shift(x, 40, 6, _generator(3)))
+
+
+def test_pad_and_shift_moves_whole_digits(digits):
+    x, _ = digits
+    out = pad_and_shift(x, 40, 6, _generator(4))
+    assert out.shape == (len(x), 1, 40, 40)
+    # integer shifts: every pixel value is kept, none is lost off the canvas
+    assert torch.allclose(out.sum(dim=(1, 2, 3)), x.sum(dim=(1, 2, 3)), rtol=1e-5)
+    assert not torch.equal(out, center_on_canvas(x, 40))
+    assert torch.equal(pad_and_shift(x, 40, 0), center_on_canvas(x, 40))
+    # the shifts reach the range's ends (the digit's centre of mass moves by up to 6 px)
+    cols = torch.arange(40.0)
+    centre_x = (out.sum(dim=2).squeeze(1) * cols).sum(1) / out.sum(dim=(1, 2, 3))
+    start_x = (center_on_canvas(x, 40).sum(dim=2).squeeze(1) * cols).sum(1) / x.sum(dim=(1, 2, 3))
+    moved = (centre_x - start_x).round()
+    assert moved.min() == -6 and moved.max() == 6
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda x: random_affine(x, 1.5), "strength must be a number in [0, 1]"),
+    (lambda x: random_affine(x, "1"), "strength must be a number in [0, 1]"),
+    (lambda x: random_affine(x, 1.0, canvas=20), "canvas must be an int of at least 28"),
+    (lambda x: random_affine(x[0], 1.0), "images must be float images of shape (B, C, H, W)"),
+    (lambda x: random_affine((x * 255).byte(), 1.0), "images must be float images"),
+    (lambda x: pad_and_shift(x, 40, max_shift=40), "max_shift must be an int in [0, 39]"),
+    (lambda x: affine_test_set(x, torch.zeros(3), 1.0), "y must be a tensor of"),
+    (lambda x: affine_test_set(x, torch.zeros(len(x)), 1.0, seed=-1), "seed must be an int >= 0"),
+])
+def test_bad_arguments(digits, call, message):
+    x, _ = digits
+    with pytest.raises(ValueError, match=re.escape(message)):
+        call(x[:4])
+
+
+def test_bad_generator(digits):
+    x, _ = digits
+    with pytest.raises(TypeError, match="generator must be a torch.Generator"):
+        random_affine(x[:2], 1.0, generator=0)
