@@ -2,12 +2,17 @@
 
 Floors (each imports only from those below; ``data`` uses ``device``'s ``resolve_device``):
 
-1. ``device`` (device and precision), ``functional``, ``data``, ``allocator``, ``checkpoints``
-2. ``routing``, ``bench`` (timing helpers)
+1. ``device`` (device and precision), ``functional``, ``data``, ``transforms`` (affine test sets),
+   ``allocator``, ``checkpoints``, ``tables``, ``results`` (stored runs as JSON), ``two_digit_config``
+2. ``routing`` (dynamic routing, the one loop), ``em_routing``, ``attention_routing``, ``bench`` (timing helpers)
 3. ``layers``
-4. ``models``, ``naive`` (the tutorial-style network of chapter 8), ``fast`` (the fast path)
-5. ``params``, ``evaluation``, ``train``, ``plots``, ``widgets``, ``static``
-6. ``pretrained``, one module per experiment, the CLI
+4. ``models``, ``baseline_cnn``, ``matrix_capsnet``, ``efficient_capsnet``, ``naive`` (the tutorial-style
+   network of chapter 8), ``fast`` (the fast path: compiles ``routing``'s loop)
+5. ``params``, ``evaluation``, ``train``, ``plots``, ``widgets``, ``static``, ``diagrams``,
+   ``routing_compare_widgets``
+6. ``pretrained``; one module per experiment (``two_digits``, ``robustness``, ``ablation``, ``multimnist``,
+   ``compare_routing``, with ``runs`` shared by chapter 9's three); the CLI (``cli`` and each
+   experiment's ``*_cli`` module, which import no torch so that ``--help`` is instant)
 
 The mode (``CAPSEDU_MODE``) sets how much each chapter trains, one code path for all:
 

@@ -244,7 +244,7 @@ def _randint(low, high, size, generator, device):
 
 
 # ---------------------------------------------------------------- two-digit composites
-def _distinct_pairs(x, y, n, generator):
+def distinct_pairs(x, y, n, generator):
     """Indices (i, j) of n random pairs whose labels differ; resample j until they do."""
     if not isinstance(x, torch.Tensor) or x.dim() != 4:
         raise ValueError(f"x must be a tensor of shape (N, C, H, W), got {getattr(x, 'shape', type(x))}")
@@ -270,7 +270,7 @@ def two_digit_pairs(x, y, n, layout="vertical", generator=None):
     """n pairs of distinct-class digits: vertical (n,C,2H,W), as in Su's script, or horizontal (n,C,H,2W)."""
     if layout not in ("vertical", "horizontal"):
         raise ValueError(f"layout must be 'vertical' or 'horizontal', got {layout!r}")
-    i, j, targets = _distinct_pairs(x, y, n, generator)
+    i, j, targets = distinct_pairs(x, y, n, generator)
     images = torch.cat([x[i], x[j]], dim=2 if layout == "vertical" else 3)  # (n,C,2H,W) or (n,C,H,2W)
     return images, targets
 
@@ -278,7 +278,7 @@ def two_digit_pairs(x, y, n, layout="vertical", generator=None):
 def overlapping_pairs(x, y, n, canvas=36, max_shift=4, generator=None):
     """n MultiMNIST-style images (n,C,canvas,canvas): two distinct-class digits, each centred and shifted
     by up to max_shift px, combined as clamp(a + b, max=1) (add and clip, as in Sabour et al.'s code)."""
-    i, j, targets = _distinct_pairs(x, y, n, generator)
+    i, j, targets = distinct_pairs(x, y, n, generator)
     H, W = x.shape[2:]
     if not isinstance(canvas, int) or canvas < max(H, W):
         raise ValueError(f"canvas must be an int of at least {max(H, W)}, got {canvas!r}")

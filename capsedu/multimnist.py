@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .data import _distinct_pairs, load_dataset
+from .data import distinct_pairs, load_dataset
 from .device import resolve_device
 from .evaluation import count_correct, predict_lengths
 from .functional import safe_norm
@@ -44,7 +44,7 @@ PAPER_ERROR = 5.2  # Sabour et al. (2017), Table 1: MultiMNIST test error %, 3 i
 def make_pairs(x: torch.Tensor, y: torch.Tensor, n: int, canvas: int = 36, max_shift: int = 4,
                generator=None) -> Tuple[torch.Tensor, torch.Tensor]:
     """(images (n, 3, canvas, canvas): overlay, lower-class digit, higher-class digit; targets (n, 10) multi-hot)."""
-    i, j, targets = _distinct_pairs(x, y, n, generator)              # (n,), (n,), (n, 10)
+    i, j, targets = distinct_pairs(x, y, n, generator)              # (n,), (n,), (n, 10)
     swap = y[i] > y[j]
     lo, hi = torch.where(swap, j, i), torch.where(swap, i, j)         # (n,) each: lower class first
     a = pad_and_shift(x[lo], canvas, max_shift, generator)           # (n, 1, canvas, canvas)

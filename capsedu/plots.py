@@ -200,7 +200,7 @@ def perturbation_grid(model, capsules: torch.Tensor, label: int,
 
 
 # ---------------------------------------------------------------- renderers (one figure each, reused)
-class _Plot:
+class FramePlot:
     """A matplotlib Figure outside pyplot, drawn by blitting: the axes, ticks and labels are
     rendered once; each ``png()`` restores them and redraws only the artists in ``self.moving``."""
 
@@ -231,7 +231,7 @@ class _Plot:
         return buf.getvalue()
 
 
-class SquashPlot(_Plot):
+class SquashPlot(FramePlot):
     """Length maps of the squash (slider k) and of the chosen variants; one example length marked."""
 
     def __init__(self):
@@ -271,7 +271,7 @@ class SquashPlot(_Plot):
         return self
 
 
-class RoutingPlot(_Plot):
+class RoutingPlot(FramePlot):
     """Toy 2-D routing (3 parents) and a CapsNet's c_ij heat map with its |v_j|, at one iteration."""
 
     def __init__(self, toy: torch.Tensor, capsnet: Optional[tuple] = None, rows: int = 40):
@@ -339,7 +339,7 @@ class RoutingPlot(_Plot):
         return self
 
 
-class PerturbationPlot(_Plot):
+class PerturbationPlot(FramePlot):
     """Input digit, the reconstruction from the (perturbed) capsule, and the 10 capsule lengths."""
 
     def __init__(self):

@@ -5,7 +5,7 @@
   last M step, self-attention's ``softmax_j(A_ij)`` (its learned priors ``b_ij`` left out),
   each (rows: input capsules, columns: the 10 classes), with the class scores.
 - ``CouplingPlot``: the digit and the three maps (10 x coupling, so 1 is uniform), one
-  figure drawn with ``plots._Plot`` (the renderer of every widget in the book).
+  figure drawn with ``plots.FramePlot`` (the renderer of every widget in the book).
 - ``coupling_explorer(models, images)``: the live ipywidgets version (a menu of digits);
   ``coupling_twin(models, images)``: its kernel-free HTML twin (``static.Twin``).
 """
@@ -17,8 +17,8 @@ import numpy as np
 import torch
 from matplotlib.colors import LogNorm
 
-from .plots import _Plot, one_thread
-from .static import Control, Twin, _plot_twin
+from .plots import FramePlot, one_thread
+from .static import Control, Twin, plot_twin
 
 __all__ = ["SHOWN", "ROWS", "coupling_maps", "CouplingPlot", "coupling_explorer", "coupling_twin"]
 
@@ -59,7 +59,7 @@ def coupling_maps(models: Mapping, image: torch.Tensor) -> Dict[str, Dict[str, n
     return out
 
 
-class CouplingPlot(_Plot):
+class CouplingPlot(FramePlot):
     """The digit, then one heat map per method: 10 x coupling on a log scale (1 = uniform)."""
 
     def __init__(self):
@@ -103,7 +103,7 @@ def coupling_twin(models: Mapping, images: torch.Tensor, labels=None) -> Twin:
     plot = CouplingPlot()
     maps = [coupling_maps(models, images[n]) for n in range(len(images))]
     control = Control("test digit", [f"#{n} (label {labels[n]})" for n in range(len(images))], "select", 0)
-    return _plot_twin("coupling", plot, [control], lambda key: plot.update(images[key[0]], maps[key[0]],
+    return plot_twin("coupling", plot, [control], lambda key: plot.update(images[key[0]], maps[key[0]],
                                                                              labels[key[0]]),
                       "Coupling coefficients of dynamic, EM and self-attention routing for one test digit")
 

@@ -141,7 +141,7 @@ class Twin:
         return len(self.html().encode())
 
 
-def _plot_twin(kind, plot, controls, settings, alt) -> Twin:
+def plot_twin(kind, plot, controls, settings, alt) -> Twin:
     """Render ``plot`` for every combination of control indices; ``settings(key)`` updates it."""
     frames, data = {}, {}
     with one_thread():
@@ -164,7 +164,7 @@ def squash_twin(ks: Sequence[float] = SQUASH_TWIN_K) -> Twin:
     plot = SquashPlot()
     controls = [Control("k", [f"{k:g}" for k in ks], "range", list(ks).index(1.0) if 1.0 in ks else 0),
                 Control("variants", sets, "select", 0)]
-    return _plot_twin("squash", plot, controls,
+    return plot_twin("squash", plot, controls,
                       lambda key: plot.update(ks[key[0]], SQUASH_TWIN_SETS[sets[key[1]]], EXAMPLE_LENGTH),
                       "Length maps of the squash for one k, with the chosen variants")
 
@@ -189,7 +189,7 @@ def routing_twin(model=None, image: Optional[torch.Tensor] = None, iterations: i
     modes = ["hinton", "su"]
     controls = [Control("update", ["Hinton: b ← b + û·v", "Su: b ← û·v"], "select", 0),
                 Control("iteration", [str(t) for t in range(1, iterations + 1)], "range", 0)]
-    return _plot_twin("routing", plot, controls,
+    return plot_twin("routing", plot, controls,
                       lambda key: plot.update(*runs[modes[key[0]]], key[1] + 1, modes[key[0]]),
                       "Coupling coefficients and outputs of dynamic routing at one iteration")
 

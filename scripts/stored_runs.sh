@@ -15,7 +15,8 @@ capsedu two-digits --preset long --out results/two_digits_long.json
 mkdir -p results/two_digits_variants
 V="two-digits --preset quick --seeds 0 1 2"
 capsedu $V --models pooling capsule-su --out results/two_digits_variants/preset.json
-capsedu $V --models pooling capsule-su --epochs 4 --out results/two_digits_variants/twice_the_epochs.json
+capsedu $V --models pooling --epochs 10 --out results/two_digits_variants/twice_the_epochs_pooling.json
+capsedu $V --models capsule-su --epochs 6 --out results/two_digits_variants/twice_the_epochs.json
 capsedu $V --models capsule-su --margin-lam 0.5 --out results/two_digits_variants/lambda_0.5.json
 capsedu $V --models capsule-su --squash-k 1 --out results/two_digits_variants/squash_k_1.json
 capsedu $V --models capsule-su --init torch --out results/two_digits_variants/torch_init.json
