@@ -11,7 +11,7 @@ import json
 import shlex
 import sys
 
-from .cli import non_negative_int, positive_int
+from .paper_cli import add_run_arguments
 
 __all__ = ["PRESET_NAMES", "add_cli_arguments", "cli_main"]
 
@@ -21,18 +21,7 @@ PRESET_NAMES = ("smoke", "quick", "gpu", "full", "long")
 
 def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``python -m capsedu compare-routing``."""
-    parser.add_argument("--preset", choices=PRESET_NAMES, default=None,
-                        help="settings: smoke (seconds), quick (the book's preview), long (the stored run "
-                        "on a 2-core CPU), gpu, full (default: $CAPSEDU_MODE, else gpu on a GPU, quick on a CPU)")
-    parser.add_argument("--out", default=None, help="JSON file (or a folder: the file goes inside it), "
-                        "rewritten after every finished method x seed")
-    parser.add_argument("--resume", action="store_true", help="keep the finished runs --out already holds "
-                        "and train only the missing ones")
-    parser.add_argument("--seeds", nargs="+", type=non_negative_int, default=None, help="override the preset's seeds")
-    parser.add_argument("--epochs", type=positive_int, default=None, help="override the preset's epochs")
-    parser.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
-    parser.add_argument("--threads", type=positive_int, default=2, help="CPU threads for torch")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_run_arguments(parser, PRESET_NAMES, "method x seed", "override the preset's epochs")
 
 
 def cli_main(args) -> int:

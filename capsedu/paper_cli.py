@@ -14,7 +14,7 @@ import sys
 
 from .cli import non_negative_int, positive_int
 
-__all__ = ["EXPERIMENTS", "PRESET_NAMES", "add_cli_arguments", "cli_main"]
+__all__ = ["EXPERIMENTS", "PRESET_NAMES", "add_run_arguments", "add_cli_arguments", "cli_main"]
 
 # command -> (module, runner, config field that --epochs sets, one-line description)
 EXPERIMENTS = {
@@ -29,22 +29,27 @@ EXPERIMENTS = {
 PRESET_NAMES = ("smoke", "quick", "gpu", "full", "long")
 
 
+def add_run_arguments(parser: argparse.ArgumentParser, presets, unit: str, epochs_help: str) -> None:
+    """The options every stored-run command of chapters 9 and 10 shares."""
+    parser.add_argument("--preset", choices=presets, default=None,
+                        help="settings: smoke (seconds), quick (the book's preview), long (the stored "
+                        "run on a 2-core CPU), gpu, full (default: $CAPSEDU_MODE, else gpu on a GPU, quick on a CPU)")
+    parser.add_argument("--out", default=None, help="JSON file (or a folder: the file goes inside it), "
+                        f"rewritten after every finished {unit}")
+    parser.add_argument("--resume", action="store_true", help="keep the finished runs --out already holds "
+                        "and train only the missing ones")
+    parser.add_argument("--seeds", nargs="+", type=non_negative_int, default=None, help="override the preset's seeds")
+    parser.add_argument("--epochs", type=positive_int, default=None, help=epochs_help)
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
+    parser.add_argument("--threads", type=positive_int, default=2, help="CPU threads for torch")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
 def add_cli_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     """The options of one of ``EXPERIMENTS``' commands."""
     if command not in EXPERIMENTS:
         raise ValueError(f"unknown experiment {command!r}; expected one of {tuple(EXPERIMENTS)}")
-    parser.add_argument("--preset", choices=PRESET_NAMES, default=None,
-                        help="settings: smoke (seconds), quick (the book's preview), long (the stored "
-                        "run on a 2-core CPU), gpu, full (default: $CAPSEDU_MODE, else full on a GPU, quick on a CPU)")
-    parser.add_argument("--out", default=None, help="JSON file (or a folder: the file goes inside it), "
-                        "rewritten after every finished run")
-    parser.add_argument("--resume", action="store_true", help="keep the finished runs --out already holds "
-                        "and train only the missing ones")
-    parser.add_argument("--seeds", nargs="+", type=non_negative_int, default=None, help="override the preset's seeds")
-    parser.add_argument("--epochs", type=positive_int, default=None, help="override the preset's (maximum) epochs")
-    parser.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
-    parser.add_argument("--threads", type=positive_int, default=2, help="CPU threads for torch")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_run_arguments(parser, PRESET_NAMES, "run", "override the preset's (maximum) epochs")
     parser.set_defaults(experiment=command)
 
 
