@@ -26,6 +26,7 @@ from .data import overlapping_pairs, two_digit_pairs
 from .layers import SharedCapsules
 from .models import CapsuleClassifier, PoolingClassifier
 from .params import count_parameters
+from .runs import spread
 from .tables import mean_std, render_table
 from .device import resolve_amp, resolve_device
 from .evaluation import predict_lengths
@@ -246,11 +247,6 @@ def _fields(layouts) -> List[str]:
     return ["single_acc"] + [f"{lay}_{m}" for lay in layouts for m in ("top2", "top2_conf", "ties")]
 
 
-def _spread(values):
-    """(mean, sample std) of a list; std is None for a single value."""
-    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else None)
-
-
 def _summary(config: TwoDigitConfig, runs: List[Dict]) -> List[Dict]:
     """One row per model with finished runs: mean and std over its seeds."""
     table = []
@@ -260,7 +256,7 @@ def _summary(config: TwoDigitConfig, runs: List[Dict]) -> List[Dict]:
             continue
         row = {"model": name, "head": MODELS[name], "params": mine[0]["params"], "seeds": len(mine)}
         for f in _fields(config.layouts):
-            row[f], row[f + "_std"] = _spread([r[f] for r in mine])
+            row[f], row[f + "_std"] = spread([r[f] for r in mine])
         table.append(row)
     return table
 
