@@ -87,8 +87,8 @@ class AblationConfig:
 PRESETS = {
     "smoke": AblationConfig(seeds=(0,), epochs=1, batch_size=32, n_train=48, n_test=40, capsnet_conv=8,
                             capsnet_types=2, capsnet_decoder=(16,)),
-    # the chapter's live preview: routing or not, one seed, a small CapsNet, 800 digits
-    "quick": AblationConfig(variants=("r1+recon", "r3+recon"), seeds=(0,), epochs=2, batch_size=16, n_train=800,
+    # the chapter's live preview (about 25 s on a 2-core CPU): routing or not, one seed, a small CapsNet
+    "quick": AblationConfig(variants=("r1+recon", "r3+recon"), seeds=(0,), epochs=3, batch_size=16, n_train=3000,
                             n_test=300, capsnet_conv=16, capsnet_types=4, capsnet_decoder=(256, 512)),
     # the stored run on a 2-core CPU: a CapsNet of a quarter of the paper's width, 3 seeds
     "long": AblationConfig(epochs=3, n_train=3000, capsnet_conv=64, capsnet_types=8),

@@ -12,6 +12,7 @@
 """
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import statistics
@@ -112,6 +113,7 @@ class ResultFile:
 
     def save(self) -> None:
         if self.path is not None:
+            self.data["written"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
             results.write_json(self.data, self.path)
 
 
