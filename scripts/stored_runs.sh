@@ -2,11 +2,14 @@
 # The long runs whose JSON the chapters show beside their live previews, one after another.
 # Each command resumes: rerun this script after an interruption and finished runs are skipped.
 # Sized for a 2-core CPU (see results/README.md for the wall times measured); run it in the
-# background: nohup nice bash scripts/stored_runs.sh > runs.log 2>&1 &
+# background: setsid nohup nice bash scripts/stored_runs.sh > runs.log 2>&1 &
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source .venv/bin/activate
 export OMP_WAIT_POLICY=PASSIVE  # threads sleep instead of spinning when the machine is shared
+# Linux schedules each session (autogroup) as one unit, so `nice` alone does not make these runs
+# yield to work in another terminal; lowering the session's autogroup priority does.
+echo 19 > /proc/self/autogroup 2>/dev/null || true
 capsedu() { python -m capsedu "$@" --no-progress > /dev/null; }
 
 # Chapter 7: the two-digit experiment at a budget that settles (4 heads x 3 seeds x 12 epochs).
@@ -20,10 +23,11 @@ capsedu $V --models capsule-su --epochs 6 --out results/two_digits_variants/twic
 capsedu $V --models capsule-su --margin-lam 0.5 --out results/two_digits_variants/lambda_0.5.json
 capsedu $V --models capsule-su --squash-k 1 --out results/two_digits_variants/squash_k_1.json
 capsedu $V --models capsule-su --init torch --out results/two_digits_variants/torch_init.json
+# Chapters 9 and 10 side by side, one thread each, so that both cores work on a 2-core machine.
+# Chapter 10: four routing methods on one budget, EM most of the time.
+capsedu compare-routing --preset long --out results/compare_routing.json --resume --threads 1 &
 # Chapter 9: the paper's three experiments (MultiMNIST also stores its fp16 weights, sha256 in the JSON).
-capsedu multimnist --preset long --out results/ --resume
-capsedu robustness --preset long --out results/ --resume
-capsedu ablation --preset long --out results/ --resume
-# Chapter 10: four routing methods on one budget (EM is two thirds of the time); one thread per run
-# measured faster than two on a shared machine.
-capsedu compare-routing --preset long --out results/compare_routing.json --resume --threads 1
+capsedu multimnist --preset long --out results/ --resume --threads 1
+capsedu ablation --preset long --out results/ --resume --threads 1
+capsedu robustness --preset long --out results/ --resume --threads 1
+wait
