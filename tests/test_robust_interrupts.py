@@ -1,7 +1,8 @@
 """Real signals at the worst moment: Ctrl-C (SIGINT) and SIGKILL while a checkpoint is being written.
 
 A child process runs ``python -m capsedu train`` (a tiny CapsNet, 32 digits) with ``torch.save``
-slowed down in the middle of the file, so the signal lands inside the zip writer. Ctrl-C must let
+paused in the middle of the file until the parent has sent its signal, so the signal lands inside
+the zip writer whatever the load of the machine. Ctrl-C must let
 the write finish and exit 130 with a complete checkpoint; SIGKILL leaves the old checkpoint and a
 ``.tmp`` that the next start removes. No ``.tmp`` survives either way.
 """
@@ -23,7 +24,7 @@ from capsedu.checkpoints import load_checkpoint, save_atomic
 ROOT = Path(__file__).resolve().parents[1]
 TINY = dict(conv_channels=8, primary_types=4, primary_dim=4, digit_dim=8, decoder_hidden=(32,))
 CHILD = """
-import sys, time, torch
+import os, sys, time, torch
 import capsedu.models as models
 real, real_save = models.CapsNet, torch.save
 models.CapsNet = lambda config=None, **kw: real(config) if config is not None else real(
@@ -37,7 +38,9 @@ class Slow:  # the file torch.save writes to: pauses mid-file in the checkpoint 
         self.calls += 1
         if self.calls == 3:
             open(MARK, "w").close()
-            time.sleep(4)  # long enough for the parent to signal even on a loaded machine
+            deadline = time.time() + 60  # wait for the parent's signal, however loaded the machine is
+            while not os.path.exists(MARK + ".sent") and time.time() < deadline:
+                time.sleep(0.01)
         return self.f.write(b)
     def __getattr__(self, name):
         return getattr(self.f, name)
@@ -63,6 +66,7 @@ def train(tmp_path, out, epochs, slow_epoch, sig):
         time.sleep(0.05)
     assert mark.exists(), child.communicate()
     child.send_signal(sig)
+    Path(f"{mark}.sent").touch()  # the child, paused inside the write until now, carries on (or is dead)
     _, err = child.communicate(timeout=60)
     return child.returncode, err
 
