@@ -24,7 +24,10 @@ from capsedu.checkpoints import load_checkpoint, save_atomic
 ROOT = Path(__file__).resolve().parents[1]
 TINY = dict(conv_channels=8, primary_types=4, primary_dim=4, digit_dim=8, decoder_hidden=(32,))
 CHILD = """
-import os, sys, time, torch
+import os, signal, sys, time, torch
+# Python's Ctrl-C handler, as in a terminal: a job started with & by a non-interactive shell (CI
+# scripts) inherits SIGINT ignored, and Python then installs no handler of its own.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 import capsedu.models as models
 real, real_save = models.CapsNet, torch.save
 models.CapsNet = lambda config=None, **kw: real(config) if config is not None else real(
