@@ -62,13 +62,18 @@ def read_json(path) -> Dict:
         raise ValueError(f"cannot read stored run {path}: {err}") from None
 
 
+def utc_now() -> str:
+    """The current time in UTC, ISO 8601 to the second: the stamp every stored run carries."""
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
 def provenance(argv: Optional[Sequence[str]] = None, device: str = "cpu") -> Dict:
     """Where a result came from: the command, when, on what, with which versions."""
     import torch
 
     from .device import hardware
     command = None if argv is None else shlex.join(["python", "-m", "capsedu", *argv])
-    return {"command": command, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    return {"command": command, "date": utc_now(),
             "hardware": hardware(device), "threads": torch.get_num_threads(), "torch": torch.__version__,
             "python": platform.python_version(), "platform": platform.platform(),
             "argv_python": sys.executable}

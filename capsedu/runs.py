@@ -12,7 +12,6 @@
 """
 from __future__ import annotations
 
-import datetime
 import json
 import os
 import statistics
@@ -113,7 +112,7 @@ class ResultFile:
 
     def save(self) -> None:
         if self.path is not None:
-            self.data["written"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+            self.data["written"] = results.utc_now()
             results.write_json(self.data, self.path)
 
 

@@ -68,14 +68,13 @@ def config_from_args(args) -> Tuple[str, TwoDigitConfig]:
 def cli_main(args) -> int:
     """Run the experiment for the command line; the JSON goes to stdout (and to ``--out``)."""
     import contextlib
-    import datetime
     import json
     import shutil
     import sys
 
     from .data import load_dataset
     from .device import resolve_device
-    from .results import output_path, provenance, read_json, write_json
+    from .results import output_path, provenance, read_json, utc_now, write_json
     from .two_digits import two_digit_experiment
 
     name, config = config_from_args(args)               # every check happens before any work
@@ -100,7 +99,7 @@ def cli_main(args) -> int:
         data = load_dataset("mnist", config.source, device=device, root=args.root, verbose=True)
 
     def save(result):
-        written = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        written = utc_now()
         stamped = {**header, **result, "written": written}
         if out is not None:
             write_json(stamped, out)
