@@ -1,4 +1,4 @@
-"""What ``capsedu.allocator.keep_freed_memory`` does to a CPU training step: one process,
+"""What ``capsedu.runtime.allocator.keep_freed_memory`` does to a CPU training step: one process,
 the readable CapsNet's training step timed with glibc's default settings and with freed
 memory kept, in turn for several rounds (so that machine load affects both alike), and
 the minor page faults of each. Prints one JSON object.
@@ -16,10 +16,11 @@ from datetime import datetime, timezone
 
 import torch
 
-from capsedu import bench
-from capsedu.allocator import keep_freed_memory, release_freed_memory
-from capsedu.data import load_dataset
-from capsedu.models import CapsNet
+from capsedu.core.capsnet import CapsNet
+from capsedu.data.mnist import load_dataset
+from capsedu.runtime.allocator import keep_freed_memory, release_freed_memory
+from capsedu.runtime.device import hardware
+from capsedu.speed import bench
 
 SETTINGS = {"glibc default": release_freed_memory, "keep_freed_memory": keep_freed_memory}
 
@@ -59,7 +60,7 @@ def main(argv=None):
         "benchmark": "allocator",
         "command": "python benchmarks/allocator.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "device": "cpu", "hardware": bench.hardware("cpu"), "torch": torch.__version__,
+        "device": "cpu", "hardware": hardware("cpu"), "torch": torch.__version__,
         "batch": a.batch, "rounds": a.rounds, "steps_per_round": a.steps, "amp": "off", "model": "CapsNet (readable)",
         "images_per_s": {name: a.batch / s for name, s in med.items()},
         "speedup_keep_vs_default": med["glibc default"] / med["keep_freed_memory"],

@@ -20,7 +20,7 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
 import capsedu
-from capsedu.device import hardware, resolve_amp, resolve_device
+from capsedu.runtime.device import hardware, resolve_amp, resolve_device
 
 ROOT = Path(__file__).resolve().parents[1]
 # printed lines worth keeping: accuracies, which data was used, the estimates made before long cells

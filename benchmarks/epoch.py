@@ -1,4 +1,4 @@
-"""Seconds per epoch and images/s of ``capsedu.train.fit`` on the embedded sample,
+"""Seconds per epoch and images/s of ``capsedu.training.loop.fit`` on the embedded sample,
 and on a replica of it as large as full MNIST (60,000 images, the 9,000 sample
 training digits repeated), standing in for full MNIST where no network is.
 
@@ -15,12 +15,12 @@ from datetime import datetime, timezone
 
 import torch
 
-from capsedu.allocator import keep_freed_memory
-from capsedu.data import Dataset, load_dataset
-from capsedu.device import hardware, resolve_amp, resolve_device
-from capsedu.fast import accelerate
-from capsedu.models import CapsNet
-from capsedu.train import fit
+from capsedu.core.capsnet import CapsNet
+from capsedu.data.mnist import Dataset, load_dataset
+from capsedu.runtime.allocator import keep_freed_memory
+from capsedu.runtime.device import hardware, resolve_amp, resolve_device
+from capsedu.speed.fast import accelerate
+from capsedu.training.loop import fit
 
 
 def replica(data: Dataset, n: int) -> Dataset:
@@ -38,14 +38,14 @@ def main(argv=None):
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--device", default="auto")
     p.add_argument("--amp", default="auto", choices=("auto", "bf16", "fp16", "off"),
-                   help="auto: capsedu.device.resolve_amp's choice; fp16 runs with a GradScaler")
+                   help="auto: capsedu.runtime.device.resolve_amp's choice; fp16 runs with a GradScaler")
     p.add_argument("--default-allocator", action="store_true",
-                   help="on CPU, leave glibc as it is (else capsedu.allocator.keep_freed_memory for this process)")
+                   help="on CPU, leave glibc as it is (else capsedu.runtime.allocator.keep_freed_memory for this process)")
     p.add_argument("--test-limit", type=int, default=None, help="evaluate on the first N test digits only")
     p.add_argument("--source", default="sample", choices=("sample", "auto", "full"),
                    help="the digits replicated to --sizes (the test set is this source's)")
     p.add_argument("--compile", action="store_true", help="torch.compile the whole model")
-    p.add_argument("--fast", action="store_true", help="capsedu.fast.accelerate: fused routing (+ channels-last on CUDA)")
+    p.add_argument("--fast", action="store_true", help="capsedu.speed.fast.accelerate: fused routing (+ channels-last on CUDA)")
     p.add_argument("--detach-inner", action="store_true", help="with --fast: no gradients through inner routing iterations")
     a = p.parse_args(argv)
     device = resolve_device(a.device)

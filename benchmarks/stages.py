@@ -19,14 +19,14 @@ from datetime import datetime, timezone
 
 import torch
 
-from capsedu import bench
-from capsedu.allocator import keep_freed_memory
-from capsedu.data import load_dataset
-from capsedu.device import resolve_amp, resolve_device
-from capsedu.fast import accelerate, fused_routing
-from capsedu.models import CapsNet
-from capsedu.naive import NaiveCapsNet
-from capsedu.routing import dynamic_routing
+from capsedu.core.capsnet import CapsNet
+from capsedu.core.routing import dynamic_routing
+from capsedu.data.mnist import load_dataset
+from capsedu.runtime.allocator import keep_freed_memory
+from capsedu.runtime.device import hardware, resolve_amp, resolve_device
+from capsedu.speed import bench
+from capsedu.speed.fast import accelerate, fused_routing
+from capsedu.speed.naive import NaiveCapsNet
 
 ROUTERS = {
     "readable": lambda u, r: dynamic_routing(u, r),
@@ -71,7 +71,7 @@ def main(argv=None):
         "benchmark": "stages",
         "command": "python benchmarks/stages.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "device": str(device),
-        "hardware": bench.hardware(device), "torch": torch.__version__, "batch": a.batch,
+        "hardware": hardware(device), "torch": torch.__version__, "batch": a.batch,
         "u_hat_mb": u_hat.numel() * u_hat.element_size() / 2**20,
         "stages": stages, "routing": routing, "graph_mb": graph_mb, "batch_scaling": batch}, indent=2))
 

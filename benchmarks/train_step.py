@@ -15,13 +15,13 @@ from datetime import datetime, timezone
 
 import torch
 
-from capsedu import bench
-from capsedu.allocator import keep_freed_memory
-from capsedu.data import load_dataset
-from capsedu.device import resolve_amp, resolve_device
-from capsedu.fast import accelerate
-from capsedu.models import CapsNet
-from capsedu.naive import NaiveCapsNet
+from capsedu.core.capsnet import CapsNet
+from capsedu.data.mnist import load_dataset
+from capsedu.runtime.allocator import keep_freed_memory
+from capsedu.runtime.device import hardware, resolve_amp, resolve_device
+from capsedu.speed import bench
+from capsedu.speed.fast import accelerate
+from capsedu.speed.naive import NaiveCapsNet
 
 
 def main(argv=None):
@@ -31,7 +31,7 @@ def main(argv=None):
     p.add_argument("--steps", type=int, default=2, help="timed calls of each kind per round")
     p.add_argument("--device", default="cpu")
     p.add_argument("--default-allocator", action="store_true",
-                   help="on CPU, leave glibc as it is (else capsedu.allocator.keep_freed_memory for this process)")
+                   help="on CPU, leave glibc as it is (else capsedu.runtime.allocator.keep_freed_memory for this process)")
     a = p.parse_args(argv)
     device = resolve_device(a.device)
     allocator = "glibc default" if a.default_allocator or device.type != "cpu" else (
@@ -63,7 +63,7 @@ def main(argv=None):
         "benchmark": "train_step",
         "command": "python benchmarks/train_step.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "device": str(device), "hardware": bench.hardware(device), "torch": torch.__version__,
+        "device": str(device), "hardware": hardware(device), "torch": torch.__version__,
         "allocator": allocator, "amp_of_fast_path": amp,
         "batch": a.batch, "rounds": a.rounds, "steps_per_round": a.steps,
         "images_per_s": {k: a.batch / sec[k] for k in fns if not k.startswith("conv")},

@@ -18,10 +18,15 @@ from datetime import datetime, timezone
 import matplotlib
 import torch
 
-from capsedu.bench import hardware  # noqa: E402
-from capsedu.data import load_dataset  # noqa: E402
-from capsedu.pretrained import load_capsnet  # noqa: E402
-from capsedu.widgets import PAPER_DELTAS, perturbation_explorer, routing_explorer, squash_explorer  # noqa: E402
+from capsedu.data.mnist import load_dataset  # noqa: E402
+from capsedu.figures.frames import PAPER_DELTAS
+from capsedu.figures.widgets import (  # noqa: E402
+    perturbation_explorer,
+    routing_explorer,
+    squash_explorer,
+)
+from capsedu.runtime.device import hardware  # noqa: E402
+from capsedu.training.pretrained import load_capsnet  # noqa: E402
 
 LIMIT_MS = 100.0
 

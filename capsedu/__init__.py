@@ -1,18 +1,21 @@
-"""capsedu: Capsule Networks, taught — the package behind the capsedu book.
+"""Capsedu: Capsule Networks, taught — the package behind the capsedu book.
 
-Floors (each imports only from those below; ``data`` uses ``device``'s ``resolve_device``):
+The layout (each folder imports only what its row allows; tests/test_layout.py checks it):
 
-1. ``device`` (device and precision), ``functional``, ``data``, ``transforms`` (affine test sets),
-   ``allocator``, ``checkpoints``, ``tables``, ``results`` (stored runs as JSON), ``two_digit_config``
-2. ``routing`` (dynamic routing, the one loop), ``em_routing``, ``attention_routing``, ``bench`` (timing helpers)
-3. ``layers``
-4. ``models``, ``baseline_cnn``, ``matrix_capsnet``, ``efficient_capsnet``, ``naive`` (the tutorial-style
-   network of chapter 8), ``fast`` (the fast path: compiles ``routing``'s loop)
-5. ``params``, ``evaluation``, ``train``, ``plots``, ``widgets``, ``static``, ``diagrams``,
-   ``routing_compare_widgets``
-6. ``pretrained``; one module per experiment (``two_digits``, ``robustness``, ``ablation``, ``multimnist``,
-   ``compare_routing``, with ``runs`` shared by chapter 9's three); the CLI (``cli`` and each
-   experiment's ``*_cli`` module, which import no torch so that ``--help`` is instant)
+| folder         | holds                                                                      | may import |
+| ---            | ---                                                                        | ---        |
+| ``core``       | squash, the losses, dynamic routing, capsule layers, CapsNet, parameter counts | torch only |
+| ``methods``    | EM routing and matrix capsules, self-attention routing, the paper's CNN    | core |
+| ``runtime``    | device and precision, atomic files, checkpoints, stored results, arguments | nothing |
+| ``data``       | MNIST, two-digit pairs, shifts and affine test sets                        | runtime |
+| ``training``   | ``fit``, ``evaluate``, the pretrained CapsNet, the train/evaluate commands | core, data, runtime |
+| ``speed``      | the fast path, the tutorial-style network, timing helpers                  | core, runtime |
+| ``figures``    | plots, live widgets, static twins, diagrams, tables                        | core, methods, runtime |
+| ``experiments``| one shared part and one module or folder per experiment                    | all above, never another experiment |
+
+This root (``__init__``, ``__main__``, ``cli``) holds the modes and the constants every folder
+may read; it imports no torch, so that ``python -m capsedu --help`` is instant. ``cli``
+dispatches to the commands; nothing imports it.
 
 The mode (``CAPSEDU_MODE``) sets how much each chapter trains, one code path for all:
 
@@ -37,14 +40,18 @@ REPO_URL = "https://github.com/capsedu/capsedu"
 REVISION = f"v{__version__}"
 
 MODES = ("smoke", "quick", "gpu", "full")
+PRESET_NAMES = (*MODES, "long")             # every stored-run experiment's presets (long: the stored CPU run)
+SOURCES = ("auto", "sample", "full", "idx")  # where MNIST comes from (capsedu.data.mnist.load_dataset)
+AMP_CHOICES = ("auto", "bf16", "fp16", "off")  # mixed precision (capsedu.runtime.device.resolve_amp)
 
 
 def current_mode() -> str:
     """``CAPSEDU_MODE`` (smoke|quick|gpu|full); unset: "gpu" where CUDA or MPS is present, else "quick"."""
     mode = os.environ.get("CAPSEDU_MODE", "").strip().lower()
     if not mode:
-        from .device import resolve_device
-        return "quick" if resolve_device("auto").type == "cpu" else "gpu"
+        import torch  # only here: the root imports no torch, and nothing of capsedu
+        mps = getattr(torch.backends, "mps", None)
+        return "gpu" if torch.cuda.is_available() or (mps is not None and mps.is_available()) else "quick"
     if mode not in MODES:
         raise ValueError(f"CAPSEDU_MODE must be one of {MODES}, got {mode!r}")
     return mode

@@ -1,4 +1,4 @@
-"""capsedu.allocator: kept freed memory reuses its pages, and nothing changes glibc unless asked.
+"""capsedu.runtime.allocator: kept freed memory reuses its pages, and nothing changes glibc unless asked.
 
 Each check runs in a fresh process, so that what one test does to glibc cannot hide
 what another measures.
@@ -35,7 +35,11 @@ def faults_per_cycle(size: int) -> int:
 
 
 def check_keep_and_release():
-    from capsedu.allocator import keep_freed_memory, kept_freed_memory, release_freed_memory
+    from capsedu.runtime.allocator import (
+        keep_freed_memory,
+        kept_freed_memory,
+        release_freed_memory,
+    )
     size, pages = 64 * 2**20, 64 * 2**20 // PAGE
     default = faults_per_cycle(size)                     # glibc mmaps and unmaps it each time
     assert keep_freed_memory() and keep_freed_memory()   # idempotent
@@ -55,8 +59,8 @@ def check_keep_and_release():
 def check_fit_leaves_glibc_alone():
     import torch
 
-    from capsedu.models import CapsNet
-    from capsedu.train import fit
+    from capsedu.core.capsnet import CapsNet
+    from capsedu.training.loop import fit
     size, pages = 256 * 2**20, 256 * 2**20 // PAGE
     fresh = faults_per_cycle(size)
     g = torch.Generator().manual_seed(0)

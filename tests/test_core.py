@@ -4,12 +4,14 @@ import math
 import pytest
 import torch
 
-from capsedu.data import load_dataset
-from capsedu.functional import NORM_COMPRESSIONS, compress, margin_loss, reconstruction_loss, safe_norm, squash
-from capsedu.layers import DenseCapsules, PrimaryCapsules, SharedCapsules
-from capsedu.models import CapsNet, CapsuleClassifier, PoolingClassifier
-from capsedu.params import count_parameters, parameter_table
-from capsedu.routing import dynamic_routing
+from capsedu.core.capsnet import CapsNet
+from capsedu.core.heads import CapsuleClassifier, PoolingClassifier
+from capsedu.core.layers import DenseCapsules, PrimaryCapsules, SharedCapsules
+from capsedu.core.losses import margin_loss, reconstruction_loss
+from capsedu.core.params import count_parameters, parameter_table
+from capsedu.core.routing import dynamic_routing
+from capsedu.core.squashing import NORM_COMPRESSIONS, compress, safe_norm, squash
+from capsedu.data.mnist import load_dataset
 
 
 def loop_routing(u_hat, iterations, mode, k=1.0):

@@ -1,17 +1,20 @@
-"""Tests for capsedu.data: loading (sample, torchvision offline, IDX), shifts, composites."""
+"""Tests for capsedu.data.mnist: loading (sample, torchvision offline, IDX), shifts, composites."""
 import gzip
 import struct
 import urllib.error
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
 
+import capsedu
 from capsedu import data
-from capsedu.data import DataError, DownloadError, load_dataset, read_idx
+from capsedu.data import mnist
+from capsedu.data.mnist import DataError, DownloadError, load_dataset, read_idx
 
-ASSET = data.Path(data.__file__).with_name("assets") / "mnist10k.npz"
+ASSET = Path(capsedu.__file__).with_name("assets") / "mnist10k.npz"
 
 
 @pytest.fixture(scope="module")
@@ -87,13 +90,13 @@ def test_sample_prints_one_line(capsys):
 
 
 def test_sample_checksum_mismatch_is_clear(monkeypatch):
-    monkeypatch.setattr(data, "SAMPLE_SHA256", "0" * 64)
+    monkeypatch.setattr(mnist, "SAMPLE_SHA256", "0" * 64)
     with pytest.raises(DataError, match="corrupt: sha256"):
         load_dataset(source="sample", verbose=False)
 
 
 def test_sample_missing_is_clear(monkeypatch, tmp_path):
-    monkeypatch.setattr(data, "resources", SimpleNamespace(files=lambda pkg: tmp_path))
+    monkeypatch.setattr(mnist, "resources", SimpleNamespace(files=lambda pkg: tmp_path))
     with pytest.raises(DataError, match="missing"):
         load_dataset(source="sample", verbose=False)
 

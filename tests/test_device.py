@@ -1,4 +1,4 @@
-"""capsedu.device: the device and precision choice on hardware we fake, and the modes.
+"""capsedu.runtime.device: the device and precision choice on hardware we fake, and the modes.
 
 The GPU cases monkeypatch torch's capability query, so they run on any machine; what
 they check is the decision, the real GPU run is benchmarks/gpu_check.sh.
@@ -9,10 +9,16 @@ import pytest
 import torch
 
 import capsedu
-import capsedu.device as dev
-from capsedu.device import autocast, grad_scaler, hardware, resolve_amp, resolve_device
-from capsedu.models import CapsNet
-from capsedu.train import fit, start_run
+import capsedu.runtime.device as dev
+from capsedu.core.capsnet import CapsNet
+from capsedu.runtime.device import (
+    autocast,
+    grad_scaler,
+    hardware,
+    resolve_amp,
+    resolve_device,
+)
+from capsedu.training.loop import fit, start_run
 
 TINY = dict(conv_channels=8, primary_types=4, primary_dim=4, digit_dim=8, decoder_hidden=(32,))
 
@@ -100,7 +106,7 @@ def test_autocast_runs_in_the_chosen_dtype():
 
 # ---------------------------------------------------------------- fit and the GradScaler
 def sample_digits(n_train=300, n_test=200):
-    from capsedu.data import load_dataset
+    from capsedu.data.mnist import load_dataset
     d = load_dataset("mnist", source="sample", device="cpu", verbose=False)
     return SimpleNamespace(x_train=d.x_train[:n_train], y_train=d.y_train[:n_train],
                            x_test=d.x_test[:n_test], y_test=d.y_test[:n_test])
@@ -151,16 +157,16 @@ def test_modes_and_by_mode(monkeypatch):
 
 def test_unset_mode_is_gpu_where_a_gpu_is_present(monkeypatch):
     monkeypatch.delenv("CAPSEDU_MODE", raising=False)
-    monkeypatch.setattr(dev, "resolve_device", lambda device="auto": torch.device("cpu"))
-    assert capsedu.current_mode() == "quick"
-    for kind in ("cuda", "mps"):
-        monkeypatch.setattr(dev, "resolve_device", lambda device="auto", kind=kind: torch.device(kind))
-        assert capsedu.current_mode() == "gpu"
+    mps = torch.backends.mps
+    for cuda, apple, expected in ((False, False, "quick"), (True, False, "gpu"), (False, True, "gpu")):
+        monkeypatch.setattr(torch.cuda, "is_available", lambda cuda=cuda: cuda)
+        monkeypatch.setattr(mps, "is_available", lambda apple=apple: apple)
+        assert capsedu.current_mode() == expected
 
 
 # ---------------------------------------------------------------- the estimates printed before long cells
 def test_fit_estimate_is_a_timed_step_times_the_run(monkeypatch):
-    from capsedu import bench
+    from capsedu.speed import bench
     monkeypatch.setattr(bench, "median_seconds", lambda fn, repeats=3, warmup=1, device="cpu": fn() or 0.5)
     data = sample_digits(n_train=250, n_test=90)
     model = CapsNet(**TINY)

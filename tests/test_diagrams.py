@@ -1,11 +1,15 @@
-"""capsedu.diagrams: the architecture figure reads its shapes and counts from the model."""
+"""capsedu.figures.diagrams: the architecture figure reads its shapes and counts from the model."""
 import matplotlib
 
 matplotlib.use("Agg")
 
-from capsedu.diagrams import architecture_figure, architecture_stages, neuron_vs_capsule_figure  # noqa: E402
-from capsedu.models import CapsNet, CapsNetConfig  # noqa: E402
-from capsedu.params import count_parameters  # noqa: E402
+from capsedu.core.capsnet import CapsNet, CapsNetConfig  # noqa: E402
+from capsedu.core.params import count_parameters  # noqa: E402
+from capsedu.figures.diagrams import (  # noqa: E402
+    architecture_figure,
+    architecture_stages,
+    neuron_vs_capsule_figure,
+)
 
 
 def test_stages_add_up_to_the_model_and_follow_the_config():

@@ -4,13 +4,14 @@ import json
 import pytest
 import torch
 
-from capsedu import bench
-from capsedu.functional import squash
-from capsedu.device import resolve_amp
-from capsedu.fast import accelerate, fused_routing, readable
-from capsedu.models import CapsNet, CapsuleClassifier
-from capsedu.naive import NaiveCapsNet
-from capsedu.routing import dynamic_routing
+from capsedu.core.capsnet import CapsNet
+from capsedu.core.heads import CapsuleClassifier
+from capsedu.core.routing import dynamic_routing
+from capsedu.core.squashing import squash
+from capsedu.runtime.device import resolve_amp
+from capsedu.speed import bench
+from capsedu.speed.fast import accelerate, fused_routing, readable
+from capsedu.speed.naive import NaiveCapsNet
 
 
 def _u_hat(batch=3, n_in=40, n_out=10, dim=16, seed=0):
@@ -163,7 +164,8 @@ def test_median_seconds_rejects_bad_arguments_and_times_calls():
 
 
 def test_cli_train_fast_uses_the_fast_path_and_records_its_precision(tmp_path, monkeypatch):
-    from capsedu import cli, fast
+    from capsedu import cli
+    from capsedu.speed import fast
     calls = []
     original = fast.fused_routing
 
@@ -185,7 +187,7 @@ def test_fused_routing_under_a_dispatch_mode_runs_eagerly_without_giving_up_comp
 
     from torch.utils.flop_counter import FlopCounterMode
 
-    from capsedu import fast
+    from capsedu.speed import fast
     u_hat = _u_hat()
     with warnings.catch_warnings():
         warnings.simplefilter("error")       # no "compile failed" warning

@@ -7,13 +7,14 @@ import sys
 import pytest
 import torch
 
-from capsedu import ablation, multimnist, robustness
-from capsedu.baseline_cnn import BaselineCNN, BaselineConfig
-from capsedu.data import load_dataset
-from capsedu.models import CapsNet
-from capsedu.multimnist import PairCapsNet, make_pairs
-from capsedu.paper_cli import EXPERIMENTS, PRESET_NAMES
-from capsedu.params import count_parameters
+from capsedu import PRESET_NAMES
+from capsedu.core.capsnet import CapsNet
+from capsedu.core.params import count_parameters
+from capsedu.data.mnist import load_dataset
+from capsedu.experiments import ablation, multimnist, robustness
+from capsedu.experiments.multimnist import PairCapsNet, make_pairs
+from capsedu.experiments.shared.arguments import EXPERIMENTS
+from capsedu.methods.baseline_cnn import BaselineCNN, BaselineConfig
 
 MODULES = {"robustness": robustness, "ablation": ablation, "multimnist": multimnist}
 

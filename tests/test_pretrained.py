@@ -5,11 +5,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from capsedu.data import load_dataset
-from capsedu.models import CapsNet
-from capsedu.params import count_parameters
-from capsedu.pretrained import WEIGHTS_NAME, load_capsnet, weights_info
-from capsedu.train import evaluate
+from capsedu.core.capsnet import CapsNet
+from capsedu.core.params import count_parameters
+from capsedu.data.mnist import load_dataset
+from capsedu.training.evaluation import evaluate
+from capsedu.training.pretrained import WEIGHTS_NAME, load_capsnet, weights_info
 
 WEIGHTS = Path(__file__).resolve().parents[1] / "capsedu" / "weights"
 

@@ -5,12 +5,13 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from capsedu.data import random_shift
-from capsedu.evaluation import evaluate, predict_lengths
-from capsedu.functional import margin_loss, reconstruction_loss
-from capsedu.layers import DenseCapsules, PrimaryCapsules, SharedCapsules
-from capsedu.models import CapsNet, CapsNetConfig, CapsuleClassifier, PoolingClassifier
-from capsedu.train import fit
+from capsedu.core.capsnet import CapsNet, CapsNetConfig
+from capsedu.core.heads import CapsuleClassifier, PoolingClassifier
+from capsedu.core.layers import DenseCapsules, PrimaryCapsules, SharedCapsules
+from capsedu.core.losses import margin_loss, reconstruction_loss
+from capsedu.data.transforms import random_shift
+from capsedu.training.evaluation import evaluate, predict_lengths
+from capsedu.training.loop import fit
 
 TINY = dict(conv_channels=8, primary_types=4, primary_dim=4, digit_dim=8, decoder_hidden=(32,))
 FAST = dict(device="cpu", progress=False)

@@ -10,14 +10,26 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-import capsedu.pretrained as pretrained
-from capsedu.checkpoints import REQUIRED_KEYS, CheckpointError, load_checkpoint, save_atomic
-from capsedu.models import CapsNet
-from capsedu.pretrained import WEIGHTS_NAME, capsnet_from_state, export_weights, load_capsnet, sha256_of
-from capsedu.train import fit
+import capsedu
+import capsedu.training.pretrained as pretrained
+from capsedu.core.capsnet import CapsNet
+from capsedu.runtime.checkpoints import (
+    REQUIRED_KEYS,
+    CheckpointError,
+    load_checkpoint,
+    save_atomic,
+)
+from capsedu.runtime.files import sha256_of
+from capsedu.training.loop import fit
+from capsedu.training.pretrained import (
+    WEIGHTS_NAME,
+    capsnet_from_state,
+    export_weights,
+    load_capsnet,
+)
 
 TINY = dict(conv_channels=8, primary_types=4, primary_dim=4, digit_dim=8, decoder_hidden=(32,))
-PACKAGE = Path(pretrained.__file__).parent
+PACKAGE = Path(capsedu.__file__).parent
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +101,7 @@ def test_malformed_folder_and_pickle_payloads(ckpt, tmp_path):
 
 
 def test_every_torch_load_in_the_package_is_weights_only():
-    calls = [(f.name, line) for f in PACKAGE.glob("*.py") for line in f.read_text().splitlines()
+    calls = [(f.name, line) for f in PACKAGE.rglob("*.py") for line in f.read_text().splitlines()
              if re.search(r"torch\.load\(", line) and not line.lstrip().startswith(("#", '"', "-"))]
     assert calls and all("weights_only=True" in line for _, line in calls), calls
 

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import torch
 
-import capsedu.data
-import capsedu.models
-import capsedu.train
+import capsedu.core.capsnet
+import capsedu.data.mnist
+import capsedu.training.loop
 from capsedu import cli
-from capsedu.checkpoints import save_atomic
+from capsedu.runtime.checkpoints import save_atomic
 
 TINY = dict(conv_channels=8, primary_types=4, primary_dim=4, digit_dim=8, decoder_hidden=(32,))
 TRAIN = ["train", "--source", "sample", "--limit", "32", "--epochs", "1", "--batch-size", "16",
@@ -22,8 +22,8 @@ TRAIN = ["train", "--source", "sample", "--limit", "32", "--epochs", "1", "--bat
 @pytest.fixture(autouse=True)
 def tiny_capsnet(monkeypatch):
     """The CLI builds the paper's CapsNet; a tiny one keeps each run to a second or two."""
-    real = capsedu.models.CapsNet
-    monkeypatch.setattr(capsedu.models, "CapsNet", lambda config=None, **kw: real(config) if config is not None
+    real = capsedu.core.capsnet.CapsNet
+    monkeypatch.setattr(capsedu.core.capsnet, "CapsNet", lambda config=None, **kw: real(config) if config is not None
                         else real(**{**TINY, **kw}))
 
 
@@ -42,13 +42,13 @@ def snapshot(folder: Path):
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     """A finished one-epoch run of the CLI: its folder holds checkpoint.pt and metrics.json."""
-    real = capsedu.models.CapsNet
-    capsedu.models.CapsNet = lambda config=None, **kw: real(config) if config is not None else real(**{**TINY, **kw})
+    real = capsedu.core.capsnet.CapsNet
+    capsedu.core.capsnet.CapsNet = lambda config=None, **kw: real(config) if config is not None else real(**{**TINY, **kw})
     try:
         out = tmp_path_factory.mktemp("run") / "run"
         assert cli.main([*TRAIN, "--out", str(out)]) == 0
     finally:
-        capsedu.models.CapsNet = real
+        capsedu.core.capsnet.CapsNet = real
     return out
 
 
@@ -103,7 +103,7 @@ def test_a_failed_train_leaves_no_empty_folder(capsys, tmp_path, monkeypatch):
 
     def diverge(*args, **kwargs):
         raise FloatingPointError("loss is nan at epoch 1, step 1")
-    monkeypatch.setattr(capsedu.train, "fit", diverge)                 # fails after the folders were made
+    monkeypatch.setattr(capsedu.training.loop, "fit", diverge)                 # fails after the folders were made
     code, _, err = run(capsys, *TRAIN, "--out", str(tmp_path / "new" / "run"))
     assert code == 1 and "loss is nan" in err[0] and sorted(os.listdir(tmp_path)) == []
 
@@ -139,6 +139,6 @@ def test_evaluate_refuses_folders_damaged_files_and_absurd_configs(trained, caps
 def test_info_reports_a_sample_that_fails_its_checksum(capsys, monkeypatch):
     code, out, _ = run(capsys, "info")
     assert code == 0 and json.loads(out)["data"]["sample"] is True
-    monkeypatch.setattr(capsedu.data, "SAMPLE_SHA256", "0" * 64)
+    monkeypatch.setattr(capsedu.data.mnist, "SAMPLE_SHA256", "0" * 64)
     code, out, _ = run(capsys, "info")
     assert code == 0 and json.loads(out)["data"]["sample"] is False

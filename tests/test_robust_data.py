@@ -5,8 +5,8 @@ import struct
 import numpy as np
 import pytest
 
-import capsedu.data
-from capsedu.data import DataError, IDX_FILES, load_dataset, sample_ok
+import capsedu.data.mnist
+from capsedu.data.mnist import IDX_FILES, DataError, load_dataset, sample_ok
 
 CODES = {np.dtype("uint8"): 0x08, np.dtype("int8"): 0x09, np.dtype(">i4"): 0x0C, np.dtype(">f4"): 0x0D}
 
@@ -54,7 +54,7 @@ def test_bad_idx_folders_are_named(tmp_path, replace, match):
 
 def test_a_sample_that_fails_its_checksum_is_reported_and_refused(monkeypatch):
     assert sample_ok()
-    monkeypatch.setattr(capsedu.data, "SAMPLE_SHA256", "0" * 64)
+    monkeypatch.setattr(capsedu.data.mnist, "SAMPLE_SHA256", "0" * 64)
     assert not sample_ok()
     with pytest.raises(DataError, match="corrupt: sha256 [0-9a-f]{64}, expected 0{64}"):
         load_dataset("mnist", "sample", verbose=False)

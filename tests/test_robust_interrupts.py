@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 import torch
 
-import capsedu.checkpoints as checkpoints
-import capsedu.models
+import capsedu.core.capsnet
+import capsedu.runtime.files as files
 from capsedu import cli
-from capsedu.checkpoints import load_checkpoint, save_atomic
+from capsedu.runtime.checkpoints import load_checkpoint, save_atomic
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = dict(conv_channels=8, primary_types=4, primary_dim=4, digit_dim=8, decoder_hidden=(32,))
@@ -28,7 +28,7 @@ import os, signal, sys, time, torch
 # Python's Ctrl-C handler, as in a terminal: a job started with & by a non-interactive shell (CI
 # scripts) inherits SIGINT ignored, and Python then installs no handler of its own.
 signal.signal(signal.SIGINT, signal.default_int_handler)
-import capsedu.models as models
+import capsedu.core.capsnet as models
 real, real_save = models.CapsNet, torch.save
 models.CapsNet = lambda config=None, **kw: real(config) if config is not None else real(
     conv_channels=8, primary_types=4, primary_dim=4, digit_dim=8, decoder_hidden=(32,), **kw)
@@ -90,8 +90,8 @@ def test_ctrl_c_and_sigkill_during_a_checkpoint_write(tmp_path, monkeypatch):
     assert sorted(os.listdir(out)) == ["checkpoint.pt", "checkpoint.pt.tmp"]
     assert load_checkpoint(str(out / "checkpoint.pt"))["epoch"] == 1
     # the next start (here in this process) removes the stale .tmp and resumes from epoch 1 to the end
-    real = capsedu.models.CapsNet
-    monkeypatch.setattr(capsedu.models, "CapsNet", lambda **kw: real(**TINY, **kw))        # the child's model
+    real = capsedu.core.capsnet.CapsNet
+    monkeypatch.setattr(capsedu.core.capsnet, "CapsNet", lambda **kw: real(**TINY, **kw))        # the child's model
     assert cli.main(["train", "--source", "sample", "--limit", "32", "--epochs", "2", "--batch-size", "16",
                      "--device", "cpu", "--no-progress", "--out", str(out)]) == 0
     assert sorted(os.listdir(out)) == ["checkpoint.pt", "metrics.json"]
@@ -126,7 +126,7 @@ def test_an_error_during_a_write_leaves_no_tmp_and_the_old_file(tmp_path):
         f.write(b"half")
         raise OSError("disk full")
     with pytest.raises(OSError, match="disk full"):
-        checkpoints.write_atomic(str(path), fail)
+        files.write_atomic(str(path), fail)
     assert os.listdir(tmp_path) == ["metrics.json"] and path.read_text() == "old"
     (tmp_path / "metrics.json.tmp").write_text("left by a killed process")
-    assert checkpoints.remove_stale_tmp(str(path)) and os.listdir(tmp_path) == ["metrics.json"]
+    assert files.remove_stale_tmp(str(path)) and os.listdir(tmp_path) == ["metrics.json"]

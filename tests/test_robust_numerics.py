@@ -7,10 +7,10 @@ import pytest
 import torch
 from torch import nn
 
-from capsedu.evaluation import evaluate, predict_lengths
-from capsedu.functional import squash
-from capsedu.models import CapsNet
-from capsedu.train import fit
+from capsedu.core.capsnet import CapsNet
+from capsedu.core.squashing import squash
+from capsedu.training.evaluation import evaluate, predict_lengths
+from capsedu.training.loop import fit
 
 TINY = dict(conv_channels=8, primary_types=4, primary_dim=4, digit_dim=8, decoder_hidden=(32,))
 FAST = dict(device="cpu", progress=False)

@@ -3,10 +3,11 @@ one TypeError/ValueError naming what was expected, before any control or frame i
 import pytest
 import torch
 
-from capsedu.models import CapsNet, PoolingClassifier
-from capsedu.plots import perturb, perturbation_grid
-from capsedu.static import perturbation_twin, routing_twin, squash_twin
-from capsedu.widgets import perturbation_explorer, routing_explorer
+from capsedu.core.capsnet import CapsNet
+from capsedu.core.heads import PoolingClassifier
+from capsedu.figures.frames import perturb, perturbation_grid
+from capsedu.figures.static import perturbation_twin, routing_twin, squash_twin
+from capsedu.figures.widgets import perturbation_explorer, routing_explorer
 
 SMALL = dict(conv_channels=16, primary_types=4, decoder_hidden=(32,))
 

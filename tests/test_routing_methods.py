@@ -5,13 +5,31 @@ import math
 import pytest
 import torch
 
-from capsedu.attention_routing import (DepthwisePrimaryCapsules, SelfAttentionCapsules, efficient_squash,
-                                       self_attention_routing)
-from capsedu.efficient_capsnet import EFFICIENT_CAPSNET_PARAMETERS, EfficientCapsNet, formula_count
-from capsedu.em_routing import STD_EPS, e_step, em_routing, inverse_temperature, m_step
-from capsedu.matrix_capsnet import PAPER_CONFIG, ConvMatrixCapsules, MatrixCapsNet
-from capsedu.params import count_parameters
-from capsedu.routing import dynamic_routing
+from capsedu.core.params import count_parameters
+from capsedu.core.routing import dynamic_routing
+from capsedu.methods.attention import (
+    DepthwisePrimaryCapsules,
+    SelfAttentionCapsules,
+    efficient_squash,
+    self_attention_routing,
+)
+from capsedu.methods.efficient_capsnet import (
+    EFFICIENT_CAPSNET_PARAMETERS,
+    EfficientCapsNet,
+    formula_count,
+)
+from capsedu.methods.em import (
+    STD_EPS,
+    e_step,
+    em_routing,
+    inverse_temperature,
+    m_step,
+)
+from capsedu.methods.matrix_capsnet import (
+    PAPER_CONFIG,
+    ConvMatrixCapsules,
+    MatrixCapsNet,
+)
 
 
 # ---------------------------------------------------------------- EM routing: loop references
@@ -218,7 +236,7 @@ def test_one_iteration_is_uniform_coupling():
     u_hat = torch.randn(2, 5, 3, 4)
     v, history = dynamic_routing(u_hat, iterations=1, return_history=True)
     torch.testing.assert_close(history[0], torch.full((2, 5, 3), 1 / 3))
-    from capsedu.functional import squash
+    from capsedu.core.squashing import squash
     torch.testing.assert_close(v, squash(u_hat.sum(dim=1) / 3))
 
 
@@ -228,20 +246,20 @@ TINY = dict(seeds=(0,), epochs=1, batch_size=8, n_train=16, n_test=16, cost_repe
 
 @pytest.fixture(scope="module")
 def sample():
-    from capsedu.data import load_dataset
+    from capsedu.data.mnist import load_dataset
     return load_dataset("mnist", "sample", verbose=False)
 
 
 @pytest.fixture(scope="module")
 def compared(sample, tmp_path_factory):
-    from capsedu.compare_routing import CompareConfig, compare_routing
+    from capsedu.experiments.compare_routing.run import CompareConfig, compare_routing
     out = tmp_path_factory.mktemp("cmp") / "cmp.json"
     result = compare_routing(CompareConfig(**TINY), out=out, data=sample, progress=False, return_models=True)
     return result, out
 
 
 def test_compare_routing_end_to_end(compared):
-    from capsedu.compare_routing import METHODS
+    from capsedu.experiments.compare_routing.run import METHODS
     result, out = compared
     stored = json.loads(out.read_text())
     assert [r["method"] for r in stored["runs"]] == list(METHODS)
@@ -255,7 +273,7 @@ def test_compare_routing_end_to_end(compared):
 
 
 def test_compare_routing_resumes_without_training(compared, sample, monkeypatch):
-    import capsedu.compare_routing as cr
+    import capsedu.experiments.compare_routing.run as cr
     _, out = compared
     before = json.loads(out.read_text())["runs"]
     monkeypatch.setattr(cr, "train_epochs", lambda *a, **k: pytest.fail("a finished run was trained again"))
@@ -266,7 +284,8 @@ def test_compare_routing_resumes_without_training(compared, sample, monkeypatch)
 
 
 def test_compare_config_and_presets():
-    from capsedu.compare_routing import PRESET_NAMES, PRESETS, CompareConfig
+    from capsedu import PRESET_NAMES
+    from capsedu.experiments.compare_routing.run import PRESETS, CompareConfig
     assert tuple(sorted(PRESETS)) == tuple(sorted(PRESET_NAMES))
     for bad, match in ((dict(methods=("em", "capsnet")), "methods"), (dict(seeds=()), "seeds"),
                        (dict(epochs=0), "epochs"), (dict(affine_strength=2.0), "affine_strength"),
@@ -291,8 +310,8 @@ def test_compare_routing_cli_checks_out_first(tmp_path, capsys):
 
 # ---------------------------------------------------------------- the widget and its twin
 def test_coupling_widget_and_twin(compared, sample):
-    from capsedu.routing_compare_widgets import coupling_explorer, coupling_maps, coupling_twin
-    from capsedu.static import decode_png
+    from capsedu.figures.coupling import coupling_explorer, coupling_maps, coupling_twin
+    from capsedu.figures.static import decode_png
     models = compared[0]["models"]
     images, labels = sample.x_test[:2], sample.y_test[:2]
     maps = coupling_maps(models, images[0])
@@ -311,7 +330,7 @@ def test_coupling_widget_and_twin(compared, sample):
 
 
 def test_compare_routing_cli_prints_the_json(tmp_path, capsys, monkeypatch):
-    import capsedu.compare_routing as cr
+    import capsedu.experiments.compare_routing.run as cr
     from capsedu.cli import main
     seen = {}
 

@@ -3,9 +3,9 @@ and the one routing loop that readable and fast paths share."""
 import pytest
 import torch
 
-from capsedu.fast import fused_routing
-from capsedu.functional import squash
-from capsedu.routing import ROUTING_MODES, dynamic_routing
+from capsedu.core.routing import ROUTING_MODES, dynamic_routing
+from capsedu.core.squashing import squash
+from capsedu.speed.fast import fused_routing
 
 
 def march_reference(u_hat, iterations, k):

@@ -1,4 +1,4 @@
-"""capsedu.train and the CLI: learning, exact resume, safe checkpoints, NaN detection, exit codes.
+"""capsedu.training.loop and the CLI: learning, exact resume, safe checkpoints, NaN detection, exit codes.
 
 Everything runs on the CPU in well under a minute: tiny CapsNets, a few hundred digits.
 """
@@ -13,13 +13,13 @@ import pytest
 import torch
 from torch import nn
 
-import capsedu.models
-import capsedu.train
+import capsedu.core.capsnet
+import capsedu.training.loop
 from capsedu import cli
-from capsedu.models import CapsNet
-from capsedu.checkpoints import save_atomic
-from capsedu.evaluation import count_correct
-from capsedu.train import CheckpointError, evaluate, fit, load_checkpoint
+from capsedu.core.capsnet import CapsNet
+from capsedu.runtime.checkpoints import CheckpointError, load_checkpoint, save_atomic
+from capsedu.training.evaluation import count_correct, evaluate
+from capsedu.training.loop import fit
 
 TINY = dict(conv_channels=8, primary_types=4, primary_dim=4, digit_dim=8, decoder_hidden=(32,))
 SMALL = dict(conv_channels=16, primary_types=8, primary_dim=8, digit_dim=8, decoder_hidden=(32,))
@@ -34,9 +34,9 @@ def tiny_capsnet(**kw):
 @pytest.fixture(scope="module")
 def digits():
     """600 training and 300 test digits of the embedded MNIST sample."""
-    data = pytest.importorskip("capsedu.data")
+    data = pytest.importorskip("capsedu.data.mnist")
     if not hasattr(data, "load_dataset"):
-        pytest.skip("capsedu.data.load_dataset not written yet")
+        pytest.skip("capsedu.data.mnist.load_dataset not written yet")
     d = data.load_dataset("mnist", source="sample", device="cpu", verbose=False)
     return SimpleNamespace(x_train=d.x_train[:600], y_train=d.y_train[:600],
                            x_test=d.x_test[:300], y_test=d.y_test[:300], name="mnist", source="sample")
@@ -94,7 +94,7 @@ def test_lr_decays_in_a_staircase_and_windowed_readback_agrees(noise, monkeypatc
     h = fit(tiny_capsnet(), noise, **kw)
     assert h["steps"] == [3, 6, 9]
     assert h["lr"] == pytest.approx([1e-2, 5e-3, 2.5e-3])  # 0.5 ** (steps // 4)
-    monkeypatch.setitem(capsedu.train.SYNC_EVERY, "cpu", 2)  # as on a GPU: read back every 2 steps
+    monkeypatch.setitem(capsedu.training.loop.SYNC_EVERY, "cpu", 2)  # as on a GPU: read back every 2 steps
     h2 = fit(tiny_capsnet(), noise, **kw)
     for key in ("loss", "margin", "recon", "train_acc", "test_acc"):
         assert h2[key] == h[key], key
@@ -170,7 +170,7 @@ class NaNAfter(nn.Module):
 @pytest.mark.parametrize("sync_every", [1, 3])
 def test_nan_loss_names_epoch_and_step(noise, monkeypatch, sync_every):
     """Also when losses are read back in windows of several steps, as on a GPU."""
-    monkeypatch.setitem(capsedu.train.SYNC_EVERY, "cpu", sync_every)
+    monkeypatch.setitem(capsedu.training.loop.SYNC_EVERY, "cpu", sync_every)
     # 48 images in batches of 12: step 10 is the second batch of epoch 3
     with pytest.raises(FloatingPointError, match=r"epoch 3, step 10 \(batch 2 of 4\)"):
         fit(NaNAfter(10), noise, epochs=4, batch_size=12, loss="margin", shift=0, **FAST)
@@ -214,11 +214,11 @@ def test_cli_info_prints_json():
 
 
 def test_cli_train_resume_and_evaluate(digits, tmp_path, monkeypatch, capsys):
-    real = capsedu.models.CapsNet
+    real = capsedu.core.capsnet.CapsNet
 
     def tiny(config=None, **kw):  # the CLI builds the paper's CapsNet; shrink it for the test
         return real(config) if config is not None else real(**{**TINY, **kw})
-    monkeypatch.setattr(capsedu.models, "CapsNet", tiny)
+    monkeypatch.setattr(capsedu.core.capsnet, "CapsNet", tiny)
     out = tmp_path / "run"
     args = ["train", "--source", "sample", "--limit", "64", "--epochs", "1", "--batch-size", "32",
             "--out", str(out), "--device", "cpu", "--no-progress"]

@@ -1,11 +1,18 @@
-"""Tests for capsedu.transforms: digits stay inside the canvas, seeds reproduce, strength 0 is the identity."""
+"""Tests for capsedu.data.transforms: digits stay inside the canvas, seeds reproduce, strength 0 is the identity."""
 import re
 
 import pytest
 import torch
 
-from capsedu.data import load_dataset
-from capsedu.transforms import AFFINE_RANGES, INK, affine_test_set, center_on_canvas, pad_and_shift, random_affine
+from capsedu.data.mnist import load_dataset
+from capsedu.data.transforms import (
+    AFFINE_RANGES,
+    INK,
+    affine_test_set,
+    center_on_canvas,
+    pad_and_shift,
+    random_affine,
+)
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""capsedu.two_digits and the two-digits CLI: the metric, the test pairs, the config, the experiment end to end.
+"""capsedu.experiments.two_digits.run and the two-digits CLI: the metric, the test pairs, the config, the experiment end to end.
 
 All on the CPU in a few seconds: hand-made scores, tiny training runs on a few dozen digits.
 """
@@ -13,10 +13,23 @@ import pytest
 import torch
 
 from capsedu import cli
-from capsedu.params import count_parameters
-from capsedu.two_digit_config import LAYOUTS, MODELS, PRESETS, SU_EPOCHS, TwoDigitConfig
-from capsedu.two_digits import (curve, format_table, make_model, pair_metrics, set_hits, two_digit_experiment,
-                                two_digit_test_set)
+from capsedu.core.params import count_parameters
+from capsedu.experiments.two_digits.config import (
+    LAYOUTS,
+    MODELS,
+    PRESETS,
+    SU_EPOCHS,
+    TwoDigitConfig,
+)
+from capsedu.experiments.two_digits.run import (
+    curve,
+    format_table,
+    make_model,
+    pair_metrics,
+    set_hits,
+    two_digit_experiment,
+    two_digit_test_set,
+)
 
 
 def pair(*classes, n=10):
@@ -153,7 +166,7 @@ def test_keras_init_is_glorot_and_seeded():
 # ---------------------------------------------------------------- the experiment end to end
 @pytest.fixture(scope="module")
 def digits():
-    from capsedu.data import load_dataset
+    from capsedu.data.mnist import load_dataset
     d = load_dataset("mnist", source="sample", device="cpu", verbose=False)
     return SimpleNamespace(x_train=d.x_train[:48], y_train=d.y_train[:48], x_test=d.x_test[:60],
                            y_test=d.y_test[:60], name="mnist", source="sample")
@@ -202,7 +215,7 @@ def test_experiment_returns_every_field(tiny_result):
 
 def test_returned_models_reproduce_their_row(tiny_result, digits):
     model = tiny_result["trained"]["capsule-su"][1]
-    from capsedu.train import predict_lengths
+    from capsedu.training.evaluation import predict_lengths
     images, targets = two_digit_test_set(digits.x_test, digits.y_test, 30, "horizontal")
     row = next(x for x in tiny_result["runs"] if x["model"] == "capsule-su" and x["seed"] == 1)
     assert pair_metrics(predict_lengths(model, images), targets)["top2"] == row["horizontal_top2"]

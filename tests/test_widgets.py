@@ -7,13 +7,31 @@ import numpy as np
 import pytest
 import torch
 
-from capsedu.data import load_dataset
-from capsedu.functional import NORM_COMPRESSIONS, squash
-from capsedu.pretrained import load_capsnet
-from capsedu.routing import dynamic_routing
-from capsedu.static import SQUASH_TWIN_K, SQUASH_TWIN_SETS, decode_png, perturbation_twin, routing_twin, squash_twin
-from capsedu.widgets import (PAPER_DELTAS, perturb, perturbation_explorer, perturbation_grid, routing_explorer,
-                             routing_frames, squash_curves, squash_explorer, toy_predictions)
+from capsedu.core.routing import dynamic_routing
+from capsedu.core.squashing import NORM_COMPRESSIONS, squash
+from capsedu.data.mnist import load_dataset
+from capsedu.figures.frames import (
+    PAPER_DELTAS,
+    perturb,
+    perturbation_grid,
+    routing_frames,
+    squash_curves,
+    toy_predictions,
+)
+from capsedu.figures.static import (
+    SQUASH_TWIN_K,
+    SQUASH_TWIN_SETS,
+    decode_png,
+    perturbation_twin,
+    routing_twin,
+    squash_twin,
+)
+from capsedu.figures.widgets import (
+    perturbation_explorer,
+    routing_explorer,
+    squash_explorer,
+)
+from capsedu.training.pretrained import load_capsnet
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,183 @@
+"""Experiment 2 of chapter 9, what routing and reconstruction each buy (the paper's Table 1).
+
+- ``VARIANTS``: 1 or 3 routing iterations (1 iteration = no routing: every coupling stays
+  uniform), with or without the reconstruction loss, and 3 iterations with the gradients
+  through the inner iterations stopped (``detach_inner``).
+- ``AblationConfig``: one frozen dataclass of settings; ``PRESETS`` one per mode and "long".
+- ``ablation_experiment``: every variant x seed under one budget (same epochs, data, shifts),
+  tested on the shifted test digits and on experiment 1's affine test set; a JSON-friendly dict,
+  written after every finished run so that a rerun resumes.
+- ``PAPER_TABLE1``: the paper's own numbers (MNIST test error %, mean and std), for comparison.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Dict, List, Optional, Tuple
+
+import torch
+
+from capsedu.core.capsnet import CapsNet
+from capsedu.core.params import count_parameters
+from capsedu.data.mnist import load_dataset
+from capsedu.data.transforms import affine_test_set, center_on_canvas, pad_and_shift
+from capsedu.experiments.shared.runs import (
+    ResultFile,
+    check_config,
+    provenance,
+    spread,
+    train_epochs,
+)
+from capsedu.runtime.device import resolve_device
+from capsedu.runtime.results import output_path
+from capsedu.speed.fast import fused_routing
+from capsedu.training.evaluation import predict_lengths
+
+__all__ = ["VARIANTS", "PAPER_TABLE1", "AblationConfig", "PRESETS", "make_variant", "ablation_experiment",
+           "summarise", "DEFAULT_NAME"]
+
+DEFAULT_NAME = "ablation.json"
+# name -> (routing iterations, reconstruction loss, detach_inner)
+VARIANTS = {
+    "r1": (1, False, False),
+    "r1+recon": (1, True, False),
+    "r3": (3, False, False),
+    "r3+recon": (3, True, False),
+    "r3-detach": (3, False, True),
+    "r3-detach+recon": (3, True, True),
+}
+# Sabour et al. (2017), Table 1: MNIST test error in %, mean and std over 3 trials.
+PAPER_TABLE1 = {"r1": (0.34, 0.032), "r1+recon": (0.29, 0.011), "r3": (0.35, 0.036), "r3+recon": (0.25, 0.005)}
+
+
+@dataclass(frozen=True)
+class AblationConfig:
+    """Experiment 2's settings: the variants, seeds and one training budget shared by all."""
+    variants: Tuple[str, ...] = tuple(VARIANTS)
+    seeds: Tuple[int, ...] = (0, 1, 2)
+    epochs: int = 5
+    batch_size: int = 64
+    lr: float = 1e-3
+    n_train: Optional[int] = None     # None: all training digits
+    n_test: Optional[int] = None
+    canvas: int = 40
+    max_shift: int = 6
+    affine_strength: float = 1.0      # experiment 1's strongest affine test set
+    test_seed: int = 1234             # the same seed as experiment 1: the same test images
+    capsnet_conv: int = 256
+    capsnet_types: int = 32
+    capsnet_decoder: Tuple[int, ...] = (512, 1024)
+    recon_weight: float = 0.0005
+    source: str = "sample"
+    amp: str = "auto"
+
+    def __post_init__(self):
+        check_config(self, "AblationConfig", counts=("epochs", "batch_size", "canvas", "capsnet_conv", "capsnet_types"),
+                     fractions=("affine_strength",), positive=("lr", "recon_weight"))
+        if not self.variants or any(v not in VARIANTS for v in self.variants) or \
+                len(set(self.variants)) != len(self.variants):
+            raise ValueError(f"AblationConfig.variants must be distinct names from {tuple(VARIANTS)}, "
+                             f"got {self.variants!r}")
+        for name in ("n_train", "n_test"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+                raise ValueError(f"AblationConfig.{name} must be a positive int or None, got {v!r}")
+        if isinstance(self.max_shift, bool) or not isinstance(self.max_shift, int) or \
+                not 0 <= self.max_shift <= (self.canvas - 28) // 2:
+            raise ValueError(f"AblationConfig.max_shift must be an int in [0, {(self.canvas - 28) // 2}], "
+                             f"got {self.max_shift!r}")
+        if self.source not in ("sample", "full", "auto"):
+            raise ValueError(f"AblationConfig.source must be 'sample', 'full' or 'auto', got {self.source!r}")
+
+
+PRESETS = {
+    "smoke": AblationConfig(seeds=(0,), epochs=1, batch_size=32, n_train=48, n_test=40, capsnet_conv=8,
+                            capsnet_types=2, capsnet_decoder=(16,)),
+    # the chapter's live preview (about 25 s on a 2-core CPU): routing or not, one seed, a small CapsNet
+    "quick": AblationConfig(variants=("r1+recon", "r3+recon"), seeds=(0,), epochs=3, batch_size=16, n_train=3000,
+                            n_test=300, capsnet_conv=16, capsnet_types=4, capsnet_decoder=(256, 512)),
+    # the stored run on a 2-core CPU: a CapsNet of a quarter of the paper's width, all 9,000 sample
+    # digits, 3 seeds (about 4 minutes per training on one thread)
+    "long": AblationConfig(epochs=4, capsnet_conv=64, capsnet_types=8),
+    "gpu": AblationConfig(epochs=10, batch_size=128),
+    "full": AblationConfig(epochs=30, batch_size=128, source="auto"),
+}
+
+
+def make_variant(name: str, config: AblationConfig) -> Tuple[torch.nn.Module, float]:
+    """(CapsNet for the canvas with the variant's routing, its reconstruction-loss weight)."""
+    if name not in VARIANTS:
+        raise ValueError(f"unknown variant {name!r}; expected one of {tuple(VARIANTS)}")
+    iterations, recon, detach = VARIANTS[name]
+    model = CapsNet(image_size=(config.canvas, config.canvas), conv_channels=config.capsnet_conv,
+                    primary_types=config.capsnet_types, decoder_hidden=config.capsnet_decoder,
+                    iterations=iterations)
+    if detach:  # the same routing, with gradients through the last iteration only
+        model.digits.fast_routing = functools.partial(fused_routing, detach_inner=True, compile=False)
+    return model, (config.recon_weight if recon else 0.0)
+
+
+def _test_sets(data, config: AblationConfig, device) -> Dict[str, Tuple[torch.Tensor, torch.Tensor]]:
+    x_test, y_test = data.x_test[:config.n_test], data.y_test[:config.n_test]
+    shifts = torch.Generator().manual_seed(config.test_seed)
+    affine = affine_test_set(x_test, y_test, float(config.affine_strength), config.canvas, config.test_seed)
+    sets = {"clean": (pad_and_shift(x_test, config.canvas, config.max_shift, shifts), y_test), "affine": affine}
+    return {k: (x.to(device), y.to(device)) for k, (x, y) in sets.items()}
+
+
+def ablation_experiment(config: AblationConfig, out=None, resume: bool = True, device="auto", data=None,
+                        command: Optional[str] = None, preset: Optional[str] = None, progress: bool = True) -> Dict:
+    """Train every variant once per seed (skipping finished ones when ``resume``); test after the last epoch."""
+    if not isinstance(config, AblationConfig):
+        raise TypeError(f"config must be an AblationConfig, got {type(config).__name__}")
+    path = output_path(out, DEFAULT_NAME) if out is not None else None
+    device = resolve_device(device)
+    result = ResultFile(path, provenance(config, command, device, preset), resume,
+                        lambda runs: summarise(runs, config))
+    if data is None:
+        data = load_dataset("mnist", config.source, device="cpu", verbose=progress)
+    sets = _test_sets(data, config, device)
+    x_train = center_on_canvas(data.x_train[:config.n_train], config.canvas).to(device)
+    train = SimpleNamespace(x_train=x_train, y_train=data.y_train[:config.n_train].to(device),
+                            x_test=sets["clean"][0], y_test=sets["clean"][1])
+
+    def test(model) -> Dict:
+        return {k: (predict_lengths(model, x).argmax(dim=1) == y).float().mean().item() for k, (x, y) in sets.items()}
+
+    for seed in config.seeds:
+        for name in config.variants:
+            if result.find(variant=name, seed=seed) is not None:
+                continue
+            torch.manual_seed(seed)  # the same initial weights for every variant of a seed
+            model, recon_weight = make_variant(name, config)
+            # test only after the last epoch: a fixed budget, nothing is chosen on the test set
+            records, seconds = train_epochs(
+                model, train, config.epochs, seed, lambda m: {}, progress=progress, desc=f"{name} seed {seed}",
+                batch_size=config.batch_size, lr=config.lr, device=device, amp=config.amp,
+                shift=config.max_shift, loss="capsnet", recon_weight=recon_weight)
+            records[-1].update(test(model))
+            result.add({"variant": name, "seed": seed, "params": count_parameters(model),
+                        "seconds": round(seconds, 2), "epochs": records, **test_summary(records[-1])}, seconds)
+    return result.finish()
+
+
+def test_summary(last: Dict) -> Dict:
+    """Clean test error in % and affine accuracy, from the last epoch's record."""
+    return {"clean_error": 100 * (1 - last["clean"]), "affine_acc": last["affine"]}
+
+
+def summarise(runs: List[Dict], config: AblationConfig) -> Dict:
+    """Mean and std over seeds of each variant's clean test error (%) and affine accuracy."""
+    table = []
+    for name in config.variants:
+        rows = [r for r in runs if r["variant"] == name]
+        if not rows:
+            continue
+        iterations, recon, detach = VARIANTS[name]
+        row = {"variant": name, "iterations": iterations, "reconstruction": recon, "detach_inner": detach,
+               "seeds": len(rows), "paper_error": PAPER_TABLE1.get(name)}
+        for k in ("clean_error", "affine_acc"):
+            row[k], row[k + "_std"] = spread([r[k] for r in rows])
+        table.append(row)
+    return {"table": table, "affine_strength": config.affine_strength}

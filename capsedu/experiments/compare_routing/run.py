@@ -1,0 +1,266 @@
+"""Chapter 10's comparison of routing methods on one budget.
+
+- ``METHODS``: dynamic routing, no routing (uniform coupling, one step), EM routing between
+  matrix capsules, self-attention routing (Efficient-CapsNet); ``make_model`` builds each.
+- ``CompareConfig``: every setting in one frozen dataclass, checked on construction;
+  ``PRESETS`` holds one per mode (smoke, quick, gpu, full) and "long", the stored run.
+- ``compare_routing``: per method and seed, train with the margin loss and test after every
+  epoch on the sample's test digits and on an affine test set; measure the routing step
+  alone (forward, forward + backward); each finished run goes to the JSON at once, and a
+  rerun with ``resume`` skips it. ``summarise`` gives mean and std over seeds.
+
+The command line (``python -m capsedu compare-routing``) is in ``cli`` beside this module.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Callable, Dict, List, Optional, Tuple
+
+import torch
+
+from capsedu.core.heads import CapsuleClassifier, keras_init_
+from capsedu.core.params import count_parameters
+from capsedu.core.routing import dynamic_routing
+from capsedu.data.mnist import load_dataset
+from capsedu.data.transforms import affine_test_set
+from capsedu.experiments.shared.runs import (
+    ResultFile,
+    check_config,
+    provenance,
+    spread,
+    train_epochs,
+)
+from capsedu.methods.attention import self_attention_routing
+from capsedu.methods.efficient_capsnet import EfficientCapsNet
+from capsedu.methods.matrix_capsnet import MatrixCapsNet
+from capsedu.runtime.device import resolve_device
+from capsedu.runtime.results import output_path
+from capsedu.speed.bench import median_seconds
+from capsedu.training.evaluation import predict_lengths
+
+__all__ = ["METHODS", "CompareConfig", "PRESETS", "DEFAULT_NAME", "make_model", "routing_step", "estimate_seconds",
+           "compare_routing", "summarise"]
+
+METHODS = {
+    "dynamic": "dynamic routing, 3 iterations (Sabour et al. 2017)",
+    "none": "no routing: uniform coupling, one step (the control)",
+    "em": "EM routing between matrix capsules (Hinton et al. 2018)",
+    "attention": "self-attention routing, Efficient-CapsNet (Mazzia et al. 2021)",
+}
+DEFAULT_NAME = "compare_routing.json"
+
+
+@dataclass(frozen=True)
+class CompareConfig:
+    """The comparison's settings; every method gets the same data, epochs, batch and optimiser."""
+    methods: Tuple[str, ...] = tuple(METHODS)
+    seeds: Tuple[int, ...] = (0, 1, 2)
+    epochs: int = 10
+    batch_size: int = 32
+    lr: float = 1e-3
+    n_train: Optional[int] = None     # None: all training digits of the source
+    n_test: Optional[int] = None      # None: all test digits (the sample's 1,000)
+    shift: int = 2                    # random shift augmentation in training, pixels
+    affine_strength: float = 0.5      # chapter 9's affine test set, on a 28x28 canvas
+    test_seed: int = 1234
+    cost_repeats: int = 5             # timing calls of the routing step
+    source: str = "sample"
+    amp: str = "off"                  # EM's log-variances want float32
+
+    def __post_init__(self):
+        check_config(self, "CompareConfig", counts=("epochs", "batch_size", "cost_repeats"),
+                     fractions=("affine_strength",), positive=("lr",))
+        if not self.methods or any(m not in METHODS for m in self.methods) or \
+                len(set(self.methods)) != len(self.methods):
+            raise ValueError(f"CompareConfig.methods must be distinct names from {tuple(METHODS)}, "
+                             f"got {self.methods!r}")
+        for name in ("n_train", "n_test"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+                raise ValueError(f"CompareConfig.{name} must be a positive int or None, got {v!r}")
+        if isinstance(self.shift, bool) or not isinstance(self.shift, int) or not 0 <= self.shift <= 4:
+            raise ValueError(f"CompareConfig.shift must be an int in [0, 4], got {self.shift!r}")
+        if self.source not in ("sample", "full", "auto"):
+            raise ValueError(f"CompareConfig.source must be 'sample', 'full' or 'auto', got {self.source!r}")
+        if self.amp not in ("off", "auto", "bf16", "fp16"):
+            raise ValueError(f"CompareConfig.amp must be 'off', 'auto', 'bf16' or 'fp16', got {self.amp!r}")
+
+
+PRESETS = {
+    # every code path in seconds (the tests)
+    "smoke": CompareConfig(seeds=(0,), epochs=1, batch_size=16, n_train=32, n_test=32, cost_repeats=1),
+    # the chapter's live preview on a 2-core CPU (about 90 s): one seed, 2 epochs of 4,000 digits per method
+    "quick": CompareConfig(seeds=(0,), epochs=2, batch_size=16, n_train=4000, n_test=300, cost_repeats=3),
+    # the stored run on a 2-core CPU: the whole sample, 3 seeds, 15 epochs (hours, EM most of
+    # them; the CLI prints its own estimate, measured from a few steps, before it starts)
+    "long": CompareConfig(epochs=15),
+    # a GPU: the sample with more epochs, and full MNIST
+    "gpu": CompareConfig(epochs=15, batch_size=64),
+    "full": CompareConfig(epochs=30, batch_size=64, source="auto"),
+}
+
+
+def make_model(name: str) -> torch.nn.Module:
+    """The network of one of ``METHODS`` for 28x28 digits, returning class scores (B, 10)."""
+    if name in ("dynamic", "none"):  # Su's conv stack + shared capsules, as in chapter 7, paper's squash
+        return keras_init_(CapsuleClassifier(routing="hinton", squash_k=1.0, iterations=3 if name == "dynamic" else 1))
+    if name == "em":
+        return MatrixCapsNet()
+    if name == "attention":
+        return EfficientCapsNet()
+    raise ValueError(f"unknown method {name!r}; expected one of {tuple(METHODS)}")
+
+
+def routing_step(name: str, model: torch.nn.Module, x: torch.Tensor) -> Callable[[], torch.Tensor]:
+    """A function of no arguments that runs only the routing of ``model`` on the inputs it gets from
+    images ``x`` (those inputs are leaves, so a backward pass stops at the routing)."""
+    with torch.no_grad():
+        if name in ("dynamic", "none"):
+            u = model.features(x).flatten(2).transpose(1, 2)        # (B, 64, 128)
+            u_hat = model.capsules.predictions(u).requires_grad_()  # (B, 64, 10, 16)
+            caps = model.capsules
+            return lambda: dynamic_routing(u_hat, caps.iterations, caps.routing, squash_k=caps.squash_k)
+        if name == "attention":
+            u_hat = model.digits.predictions(model.primary_capsules(x)).requires_grad_()  # (B, 16, 10, 16)
+            bias = model.digits.bias.detach()
+            return lambda: self_attention_routing(u_hat, bias)
+        if name == "em":
+            inputs = [(layer, V.requires_grad_(), a.requires_grad_()) for layer, V, a in model.routing_inputs(x)]
+            return lambda: sum(layer.route(V, a)[1].sum() for layer, V, a in inputs)
+    raise ValueError(f"unknown method {name!r}; expected one of {tuple(METHODS)}")
+
+
+def _per_call_seconds(fn: Callable[[], object], repeats: int, device) -> float:
+    """The fastest of ``repeats`` rounds, each the mean time of enough calls of ``fn`` to fill ~50 ms.
+    A sub-millisecond step timed one call at a time measures the scheduler, not the step; and on a
+    shared machine the other programs only ever add time, so the fastest round is the best estimate."""
+    once = min(median_seconds(fn, 1, warmup=0, device=device) for _ in range(3))   # the first is a warm-up
+    calls = max(1, min(1000, int(0.05 / max(once, 1e-6))))
+
+    def batch():
+        for _ in range(calls):
+            fn()
+    return min(median_seconds(batch, 1, warmup=0, device=device) for _ in range(repeats)) / calls
+
+
+def routing_cost(name: str, model: torch.nn.Module, x: torch.Tensor, repeats: int) -> Dict[str, float]:
+    """Milliseconds of the routing step alone at batch len(x): forward, and forward + backward.
+
+    On a CPU it is timed on one thread (restored afterwards): the routing steps are small, and on
+    a shared machine a second thread mostly adds waiting for it (the median of a sub-millisecond
+    step on two busy threads came out a hundred times its one-thread time)."""
+    step = routing_step(name, model, x)
+
+    def both():
+        step().float().sum().backward()
+    threads = torch.get_num_threads()
+    if x.device.type == "cpu":
+        torch.set_num_threads(1)
+    try:
+        return {"routing_fwd_ms": 1e3 * _per_call_seconds(step, repeats, x.device),
+                "routing_fwd_bwd_ms": 1e3 * _per_call_seconds(both, repeats, x.device),
+                "routing_threads": torch.get_num_threads() if x.device.type == "cpu" else None}
+    finally:
+        torch.set_num_threads(threads)
+
+
+def estimate_seconds(config: CompareConfig, data, device="auto") -> Dict[str, float]:
+    """Seconds each method's training should take under ``config`` on this device (all seeds): two
+    margin-loss steps of a fresh model timed after a warm-up step, times the run's steps, plus testing."""
+    from capsedu.core.losses import margin_loss
+    device = resolve_device(device)
+    x, y = data.x_train[:config.batch_size].to(device), data.y_train[:config.batch_size].to(device)
+    n_train = len(data.x_train[:config.n_train])
+    n_test = 2 * len(data.x_test[:config.n_test])                    # the test digits and their affine copies
+    steps = -(-n_train // config.batch_size) * config.epochs * len(config.seeds)
+    out = {}
+    for name in config.methods:
+        model = make_model(name).to(device)
+        optimiser = torch.optim.Adam(model.parameters(), lr=config.lr)
+
+        def step():
+            optimiser.zero_grad()
+            margin_loss(model(x), y).backward()
+            optimiser.step()
+        step_s = median_seconds(step, repeats=2, device=device)
+        out[name] = steps * step_s + config.epochs * len(config.seeds) * n_test * step_s / len(x) / 3
+    return out
+
+
+def test_sets(data, config: CompareConfig, device) -> Dict[str, Tuple[torch.Tensor, torch.Tensor]]:
+    """"test": the first n_test test digits; "affine": the same digits, each affinely transformed once."""
+    x, y = data.x_test[:config.n_test], data.y_test[:config.n_test]
+    affine = affine_test_set(x.cpu(), y.cpu(), float(config.affine_strength), canvas=28, seed=config.test_seed)
+    return {"test": (x.to(device), y.to(device)), "affine": (affine[0].to(device), affine[1].to(device))}
+
+
+def _tester(sets):
+    def test(model) -> Dict[str, float]:
+        return {name: (predict_lengths(model, x).argmax(dim=1) == y).float().mean().item()
+                for name, (x, y) in sets.items()}
+    return test
+
+
+def compare_routing(config: CompareConfig, out=None, resume: bool = True, device="auto", data=None,
+                    command: Optional[str] = None, preset: Optional[str] = None, progress: bool = True,
+                    return_models: bool = False) -> Dict:
+    """Train each method once per seed (skipping those ``out`` holds when ``resume``); summarise.
+
+    ``out``: a JSON file (or a folder: ``DEFAULT_NAME`` inside) rewritten after every finished
+    method x seed; None keeps the result in memory. ``data``: 28x28 digits as x_train, y_train,
+    x_test, y_test (default: ``load_dataset("mnist", config.source)``). With ``return_models``
+    the result also holds "models": {method: model trained with the first seed} (not JSON).
+    """
+    if not isinstance(config, CompareConfig):
+        raise TypeError(f"config must be a CompareConfig, got {type(config).__name__}")
+    path = output_path(out, DEFAULT_NAME) if out is not None else None
+    device = resolve_device(device)
+    result = ResultFile(path, provenance(config, command, device, preset), resume,
+                        summarise=lambda runs: summarise(runs, config))  # a partial file reads too
+    if data is None:
+        data = load_dataset("mnist", config.source, device="cpu", verbose=progress)
+    sets = test_sets(data, config, device)
+    train = SimpleNamespace(x_train=data.x_train[:config.n_train].to(device),
+                            y_train=data.y_train[:config.n_train].to(device), x_test=sets["test"][0],
+                            y_test=sets["test"][1])
+    cost_x = sets["test"][0][:config.batch_size]
+    models = {}
+    for seed in config.seeds:
+        for name in config.methods:
+            if result.find(method=name, seed=seed) is not None:
+                continue
+            torch.manual_seed(seed)  # the initial weights
+            model = make_model(name)
+            records, seconds = train_epochs(model, train, config.epochs, seed, _tester(sets), progress=progress,
+                                            desc=f"{name} seed {seed}", batch_size=config.batch_size, lr=config.lr,
+                                            lr_schedule="constant", device=device, amp=config.amp,
+                                            shift=config.shift, loss="margin")
+            model.eval()
+            record = {"method": name, "seed": seed, "params": count_parameters(model), "seconds": round(seconds, 2),
+                      "epoch_seconds": [round(r["seconds"], 2) for r in records],
+                      "test": records[-1]["test"], "affine": records[-1]["affine"],
+                      **routing_cost(name, model, cost_x, config.cost_repeats), "epochs": records}
+            result.add(record, seconds)
+            if seed == config.seeds[0]:
+                models[name] = model
+    output = result.finish()
+    return {**output, "models": models} if return_models else output
+
+
+FIELDS = ("test", "affine", "epoch_seconds", "routing_fwd_ms", "routing_fwd_bwd_ms")
+
+
+def summarise(runs: List[Dict], config: CompareConfig) -> Dict:
+    """One row per method: parameters and (mean, std) over seeds of each of ``FIELDS``."""
+    table = []
+    for name in config.methods:
+        mine = [r for r in runs if r["method"] == name]
+        if not mine:
+            continue
+        row = {"method": name, "about": METHODS[name], "params": mine[0]["params"], "seeds": len(mine)}
+        for f in FIELDS:
+            values = [sum(r[f]) / len(r[f]) if f == "epoch_seconds" else r[f] for r in mine]
+            row[f], row[f + "_std"] = spread(values)
+        table.append(row)
+    return {"table": table}

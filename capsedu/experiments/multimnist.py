@@ -1,0 +1,242 @@
+"""Experiment 3 of chapter 9, overlapping digits taken apart (the paper's MultiMNIST).
+
+- ``make_pairs``: two digits of different classes, each shifted by up to 4 px on a 36x36
+  canvas and overlaid (add, clip at 1), returned as three channels: the overlay, then the
+  lower-class digit and the higher-class digit alone (the reconstruction targets).
+- ``PairCapsNet``: CapsNet reading channel 0; in training its decoder reconstructs each of
+  the two true digits from that digit's capsule alone (the paper's loss: the sum of the two
+  errors); ``segment`` reconstructs the two longest capsules (the paper's Figure 5).
+- ``MultiMNISTConfig``, ``PRESETS``, ``multimnist_experiment``: train on pairs generated
+  afresh every epoch from the training digits, test top-2 accuracy on pairs of test digits.
+
+``fit``'s reconstruction loss compares the decoder's output with the model's input; so the
+input carries the two target digits as extra channels and the output repeats channel 0
+unchanged (adding zero to the loss): the loss is then exactly the sum of the two digits' errors.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Dict, Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from capsedu.core.capsnet import CapsNet
+from capsedu.core.params import count_parameters
+from capsedu.core.squashing import safe_norm
+from capsedu.data.mnist import load_dataset
+from capsedu.data.pairs import distinct_pairs
+from capsedu.data.transforms import pad_and_shift
+from capsedu.experiments.shared.runs import (
+    ResultFile,
+    check_config,
+    provenance,
+    spread,
+    train_epochs,
+)
+from capsedu.runtime.device import resolve_device
+from capsedu.runtime.files import sha256_of
+from capsedu.runtime.results import output_path, results_dir
+from capsedu.training.evaluation import count_correct, predict_lengths
+
+__all__ = ["make_pairs", "PairCapsNet", "MultiMNISTConfig", "PRESETS", "multimnist_experiment", "load_model",
+           "DEFAULT_NAME", "PAPER_ERROR", "summarise"]
+
+DEFAULT_NAME = "multimnist.json"
+PAPER_ERROR = 5.2  # Sabour et al. (2017), Table 1: MultiMNIST test error %, 3 iterations with reconstruction
+
+
+def make_pairs(x: torch.Tensor, y: torch.Tensor, n: int, canvas: int = 36, max_shift: int = 4,
+               generator=None) -> Tuple[torch.Tensor, torch.Tensor]:
+    """(images (n, 3, canvas, canvas): overlay, lower-class digit, higher-class digit; targets (n, 10) multi-hot)."""
+    i, j, targets = distinct_pairs(x, y, n, generator)              # (n,), (n,), (n, 10)
+    swap = y[i] > y[j]
+    lo, hi = torch.where(swap, j, i), torch.where(swap, i, j)         # (n,) each: lower class first
+    a = pad_and_shift(x[lo], canvas, max_shift, generator)           # (n, 1, canvas, canvas)
+    b = pad_and_shift(x[hi], canvas, max_shift, generator)           # (n, 1, canvas, canvas)
+    return torch.cat([(a + b).clamp(max=1.0), a, b], dim=1), targets  # (n, 3, canvas, canvas)
+
+
+class PairCapsNet(nn.Module):
+    """CapsNet on the overlay (channel 0); ``forward(x, labels)`` -> (capsules, lengths, reconstructions)."""
+
+    def __init__(self, canvas: int = 36, **capsnet_options):
+        super().__init__()
+        self.capsnet = CapsNet(image_size=(canvas, canvas), **capsnet_options)
+        self.config = self.capsnet.config
+
+    def _decode(self, digit: torch.Tensor, classes: torch.Tensor) -> torch.Tensor:
+        """One reconstruction per column of ``classes`` (B, K), each from that capsule alone: (B, K, H, W)."""
+        k = classes.shape[1]
+        masks = F.one_hot(classes, self.config.num_classes)             # (B, K, C)
+        recon = [self.capsnet.decoder(digit, masks[:, c]) for c in range(k)]  # K x (B, 1, H, W)
+        return torch.cat(recon, dim=1)                                   # (B, K, H, W)
+
+    def forward(self, x: torch.Tensor, labels: Optional[torch.Tensor] = None):
+        if not isinstance(x, torch.Tensor) or x.dim() != 4 or x.shape[1] not in (1, 3):
+            raise ValueError(f"PairCapsNet expects (batch, 1 or 3, H, W) images (overlay [, digit, digit]), "
+                             f"got {getattr(x, 'shape', type(x))}")
+        overlay = x[:, :1]                                               # (B, 1, H, W)
+        digit = self.capsnet.capsules(overlay)                           # (B, 10, 16)
+        lengths = safe_norm(digit, dim=-1)                               # (B, 10)
+        if labels is None:  # inference: the two longest capsules, lower class first
+            classes = lengths.topk(2, dim=1).indices.sort(dim=1).values  # (B, 2)
+        else:               # training: the two true classes, lower first (the order of x's channels)
+            if labels.dim() != 2 or not labels.is_floating_point():
+                raise ValueError("PairCapsNet trains on multi-hot float labels (B, 10) with two ones per row")
+            classes = labels.topk(2, dim=1).indices.sort(dim=1).values   # (B, 2)
+        recon = self._decode(digit, classes)                             # (B, 2, H, W)
+        return digit, lengths, torch.cat([overlay.detach(), recon], dim=1)  # (B, 3, H, W)
+
+    @torch.no_grad()
+    def segment(self, x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """(the two longest capsules' classes (B, 2), lower first; their reconstructions (B, 2, H, W))."""
+        was = self.training
+        self.eval()
+        try:
+            digit = self.capsnet.capsules(x[:, :1])                      # (B, 10, 16)
+            classes = safe_norm(digit, dim=-1).topk(2, dim=1).indices.sort(dim=1).values  # (B, 2)
+            return classes, self._decode(digit, classes)
+        finally:
+            self.train(was)
+
+
+@dataclass(frozen=True)
+class MultiMNISTConfig:
+    """Experiment 3's settings: pairs per epoch (new ones each epoch), model widths, budget."""
+    seeds: Tuple[int, ...] = (0,)
+    epochs: int = 10
+    pairs_per_epoch: int = 9000
+    n_test_pairs: int = 2000
+    n_train: Optional[int] = None     # training digits the pairs are drawn from (None: all)
+    n_test: Optional[int] = None      # test digits the test pairs are drawn from
+    canvas: int = 36
+    max_shift: int = 4
+    batch_size: int = 64
+    lr: float = 1e-3
+    capsnet_conv: int = 256
+    capsnet_types: int = 32
+    capsnet_decoder: Tuple[int, ...] = (512, 1024)
+    recon_weight: float = 0.0005
+    test_seed: int = 4321
+    source: str = "sample"
+    amp: str = "auto"
+    save_weights: bool = True         # fp16 weights next to the JSON (``out`` only), with their sha256
+
+    def __post_init__(self):
+        check_config(self, "MultiMNISTConfig", counts=("epochs", "pairs_per_epoch", "n_test_pairs", "canvas",
+                                                        "batch_size", "capsnet_conv", "capsnet_types"),
+                     positive=("lr", "recon_weight"))
+        for name in ("n_train", "n_test"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 2):
+                raise ValueError(f"MultiMNISTConfig.{name} must be an int >= 2 or None, got {v!r}")
+        if self.canvas < 28 or isinstance(self.max_shift, bool) or not isinstance(self.max_shift, int) \
+                or not 0 <= self.max_shift <= (self.canvas - 28) // 2:
+            raise ValueError(f"MultiMNISTConfig needs canvas >= 28 and max_shift in [0, (canvas - 28) // 2], "
+                             f"got canvas={self.canvas!r}, max_shift={self.max_shift!r}")
+        if self.source not in ("sample", "full", "auto"):
+            raise ValueError(f"MultiMNISTConfig.source must be 'sample', 'full' or 'auto', got {self.source!r}")
+
+
+PRESETS = {
+    "smoke": MultiMNISTConfig(epochs=1, pairs_per_epoch=64, n_test_pairs=40, batch_size=32, capsnet_conv=8,
+                              capsnet_types=2, capsnet_decoder=(16,)),
+    # the chapter's live preview (about 40 s on a 2-core CPU): a small CapsNet, 4 x 6,000 pairs
+    "quick": MultiMNISTConfig(epochs=4, pairs_per_epoch=6000, n_test_pairs=300, batch_size=16, capsnet_conv=16,
+                              capsnet_types=4, capsnet_decoder=(256, 512)),
+    # the stored run on a 2-core CPU: a quarter of the paper's width
+    "long": MultiMNISTConfig(epochs=12, pairs_per_epoch=6000, capsnet_conv=64, capsnet_types=8),
+    "gpu": MultiMNISTConfig(epochs=20, pairs_per_epoch=60000, batch_size=128),
+    "full": MultiMNISTConfig(epochs=50, pairs_per_epoch=300000, n_test_pairs=10000, batch_size=128, source="auto"),
+}
+
+
+def build_model(config: MultiMNISTConfig) -> PairCapsNet:
+    return PairCapsNet(config.canvas, conv_channels=config.capsnet_conv, primary_types=config.capsnet_types,
+                       decoder_hidden=config.capsnet_decoder)
+
+
+def multimnist_experiment(config: MultiMNISTConfig, out=None, resume: bool = True, device="auto", data=None,
+                          command: Optional[str] = None, preset: Optional[str] = None, progress: bool = True,
+                          return_model: bool = False) -> Dict:
+    """Train one PairCapsNet per seed (skipping finished seeds when ``resume``); top-2 accuracy after each epoch.
+
+    With ``out`` and ``config.save_weights``, each seed's weights go to ``<out stem>_seed<k>.pt`` (fp16)
+    and its record holds their file name and sha256. ``return_model``: also "model" (not JSON),
+    the last trained model, and "test" (the test pairs and targets).
+    """
+    if not isinstance(config, MultiMNISTConfig):
+        raise TypeError(f"config must be a MultiMNISTConfig, got {type(config).__name__}")
+    path = output_path(out, DEFAULT_NAME) if out is not None else None
+    device = resolve_device(device)
+    result = ResultFile(path, provenance(config, command, device, preset), resume, summarise)
+    if data is None:
+        data = load_dataset("mnist", config.source, device="cpu", verbose=progress)
+    x_digits, y_digits = data.x_train[:config.n_train], data.y_train[:config.n_train]
+    test_x, test_t = make_pairs(data.x_test[:config.n_test], data.y_test[:config.n_test], config.n_test_pairs,
+                                config.canvas, config.max_shift, torch.Generator().manual_seed(config.test_seed))
+    test_x, test_t = test_x.to(device), test_t.to(device)
+
+    def test(model) -> Dict:
+        return {"top2": count_correct(predict_lengths(model, test_x), test_t).item() / len(test_t)}
+
+    model = None
+    for seed in config.seeds:
+        if result.find(seed=seed) is not None:
+            continue
+
+        def fresh_pairs(epoch, seed=seed):  # new pairs every epoch, reproducible from (seed, epoch)
+            return make_pairs(x_digits, y_digits, config.pairs_per_epoch, config.canvas, config.max_shift,
+                              torch.Generator().manual_seed(10_000 * seed + epoch))
+        torch.manual_seed(seed)
+        model = build_model(config)
+        first = fresh_pairs(0)
+        train = SimpleNamespace(x_train=first[0], y_train=first[1], x_test=test_x[:1], y_test=test_t[:1])
+        records, seconds = train_epochs(
+            model, train, config.epochs, seed, test, fresh_data=fresh_pairs, progress=progress,
+            desc=f"multimnist seed {seed}", batch_size=config.batch_size, lr=config.lr, device=device,
+            amp=config.amp, shift=0, loss="capsnet", recon_weight=config.recon_weight)
+        record = {"seed": seed, "params": count_parameters(model), "seconds": round(seconds, 2), "epochs": records,
+                  "top2": records[-1]["top2"], "error": 100 * (1 - records[-1]["top2"])}
+        if path is not None and config.save_weights:
+            record.update(_save_weights(model, path.with_name(f"{path.stem}_seed{seed}.pt")))
+        result.add(record, seconds)
+    output = result.finish()
+    if return_model:
+        output = {**output, "model": model, "test": (test_x, test_t)}
+    return output
+
+
+def summarise(runs) -> Dict:
+    """Mean and std over seeds of the top-2 error (%), beside the paper's."""
+    mean, std = spread([r["error"] for r in runs])
+    return {"error": mean, "error_std": std, "top2": 1 - mean / 100, "paper_error": PAPER_ERROR, "seeds": len(runs)}
+
+
+def _save_weights(model: nn.Module, path: Path) -> Dict:
+    """fp16 weights (half the bytes; the figure does not need more) and their sha256."""
+    state = {k: v.detach().to("cpu", torch.float16) for k, v in model.state_dict().items()}
+    torch.save(state, path)
+    return {"weights": path.name, "weights_sha256": sha256_of(path),
+            "weights_bytes": path.stat().st_size}
+
+
+def load_model(result: Dict, folder=None, seed: Optional[int] = None) -> PairCapsNet:
+    """The stored model of ``result`` (a multimnist JSON) from ``folder`` (default: the repository's
+    ``results/``), sha256-checked, in float32."""
+    if folder is None:
+        folder = results_dir()
+    settings = {k: tuple(v) if isinstance(v, list) else v for k, v in result["settings"].items()}
+    record = next(r for r in result["runs"] if seed is None or r["seed"] == seed)
+    path = Path(folder) / record["weights"]
+    digest = sha256_of(path)
+    if digest != record["weights_sha256"]:
+        raise ValueError(f"{path} has sha256 {digest}, expected {record['weights_sha256']}; the file is corrupt")
+    model = build_model(MultiMNISTConfig(**settings))
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    model.load_state_dict({k: v.float() for k, v in state.items()})
+    return model.eval()

@@ -1,0 +1,243 @@
+"""Experiment 1 of chapter 9, robustness to affine transformations (the paper's affNIST test).
+
+- ``RobustnessConfig``: every setting in one frozen dataclass, checked on construction;
+  ``PRESETS`` holds one per mode (smoke, quick, gpu, full) and "long", the stored run.
+- ``make_model``: the CNN baseline or CapsNet for the padded canvas.
+- ``robustness_experiment``: train both on padded, randomly shifted training digits, test
+  after every epoch on a held-out validation split, the shifted test digits and the
+  affNIST-style test set at several strengths; then pick each model's epoch on the
+  validation split only, so that the two are *matched on clean accuracy*; a JSON-friendly dict.
+- ``summarise``: that matching, the accuracy-vs-strength table and a few failure examples.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Dict, List, Optional, Tuple
+
+import torch
+
+from capsedu.core.capsnet import CapsNet
+from capsedu.core.params import count_parameters
+from capsedu.data.mnist import load_dataset
+from capsedu.data.transforms import affine_test_set, center_on_canvas, pad_and_shift
+from capsedu.experiments.shared.runs import (
+    ResultFile,
+    check_config,
+    provenance,
+    spread,
+    train_epochs,
+)
+from capsedu.methods.baseline_cnn import BaselineCNN, BaselineConfig
+from capsedu.runtime.device import resolve_device
+from capsedu.runtime.results import output_path
+from capsedu.training.evaluation import predict_lengths
+
+__all__ = ["MODELS", "RobustnessConfig", "PRESETS", "make_model", "test_sets", "robustness_experiment",
+           "summarise", "DEFAULT_NAME", "PAPER_AFFNIST"]
+
+MODELS = ("cnn", "capsnet")
+DEFAULT_NAME = "robustness.json"
+# Sabour et al. (2017), section 5.2: (accuracy on the shifted MNIST test set, accuracy on affNIST)
+PAPER_AFFNIST = {"capsnet": (0.9923, 0.79), "cnn": (0.9922, 0.66)}
+
+
+@dataclass(frozen=True)
+class RobustnessConfig:
+    """Experiment 1's settings. Widths: CapsNet's conv channels and primary capsule types; the CNN's layers."""
+    models: Tuple[str, ...] = MODELS
+    seeds: Tuple[int, ...] = (0, 1, 2)
+    max_epochs: int = 15
+    patience: int = 3                 # stop after this many epochs without a better validation accuracy
+    batch_size: int = 64
+    lr: float = 1e-3
+    n_train: Optional[int] = None     # None: every training digit not held out for validation
+    n_val: int = 1000                 # the LAST n_val training digits: the validation split
+    n_test: Optional[int] = None      # None: every test digit
+    canvas: int = 40
+    max_shift: int = 6                # training and clean-test shifts on the canvas
+    strengths: Tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0)
+    test_seed: int = 1234             # the shifted test set and the affine test sets
+    capsnet_conv: int = 256
+    capsnet_types: int = 32
+    capsnet_decoder: Tuple[int, ...] = (512, 1024)
+    cnn_channels: Tuple[int, ...] = (256, 256, 128)
+    cnn_hidden: Tuple[int, ...] = (328, 192)
+    cnn_dropout: float = 0.5
+    recon_weight: float = 0.0005
+    source: str = "sample"
+    amp: str = "auto"
+    n_failures: int = 8
+
+    def __post_init__(self):
+        check_config(self, "RobustnessConfig", counts=("max_epochs", "patience", "batch_size", "n_val", "canvas",
+                                                        "capsnet_conv", "capsnet_types", "n_failures"),
+                     fractions=("strengths",), positive=("lr",))
+        if not self.models or any(m not in MODELS for m in self.models) or len(set(self.models)) != len(self.models):
+            raise ValueError(f"RobustnessConfig.models must be distinct names from {MODELS}, got {self.models!r}")
+        for name in ("n_train", "n_test"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+                raise ValueError(f"RobustnessConfig.{name} must be a positive int or None, got {v!r}")
+        if not self.strengths:
+            raise ValueError("RobustnessConfig.strengths must hold at least one strength in [0, 1]")
+        if isinstance(self.max_shift, bool) or not isinstance(self.max_shift, int) or \
+                not 0 <= self.max_shift <= (self.canvas - 28) // 2:
+            raise ValueError(f"RobustnessConfig.max_shift must be an int in [0, {(self.canvas - 28) // 2}] "
+                             f"(digits stay on the {self.canvas}x{self.canvas} canvas), got {self.max_shift!r}")
+        if self.source not in ("sample", "full", "auto"):
+            raise ValueError(f"RobustnessConfig.source must be 'sample', 'full' or 'auto', got {self.source!r}")
+
+
+# the previews' networks: narrow, with a smaller decoder, so that a 2-core CPU trains them in seconds
+_SMALL = dict(capsnet_conv=16, capsnet_types=4, capsnet_decoder=(256, 512), cnn_channels=(32, 32, 16),
+              cnn_hidden=(128, 64), cnn_dropout=0.2)
+PRESETS = {
+    # every code path in seconds (the tests)
+    "smoke": RobustnessConfig(seeds=(0,), max_epochs=2, patience=1, batch_size=32, n_train=64, n_val=32,
+                              n_test=40, strengths=(0.0, 1.0), capsnet_conv=8, capsnet_types=2, capsnet_decoder=(16,),
+                              cnn_channels=(8, 8, 8), cnn_hidden=(16,), n_failures=2),
+    # the chapter's live preview on a 2-core CPU (about 40 s): small networks, 4,000 digits, small batches
+    "quick": RobustnessConfig(seeds=(0,), max_epochs=4, patience=2, batch_size=16, n_train=4000, n_val=300,
+                              n_test=300, strengths=(0.0, 0.5, 1.0), **_SMALL),
+    # the stored run on a 2-core CPU: a quarter of the paper's widths (CapsNet 1.8M weights without decoder, CNN 1.3M)
+    "long": RobustnessConfig(max_epochs=8, patience=2, capsnet_conv=64, capsnet_types=8, cnn_channels=(64, 64, 32)),
+    # the paper's widths on the sample (a GPU, minutes), and on full MNIST with more epochs
+    "gpu": RobustnessConfig(seeds=(0,), max_epochs=15, patience=4, batch_size=128),
+    "full": RobustnessConfig(max_epochs=50, patience=8, batch_size=128, n_val=5000, source="auto"),
+}
+
+
+def make_model(name: str, config: RobustnessConfig) -> torch.nn.Module:
+    """The CNN baseline (margin loss on sigmoid scores) or CapsNet, for the config's canvas."""
+    if name == "cnn":
+        return BaselineCNN(BaselineConfig.affnist(config.canvas, channels=config.cnn_channels,
+                                                  hidden=config.cnn_hidden, dropout=config.cnn_dropout))
+    if name == "capsnet":
+        return CapsNet(image_size=(config.canvas, config.canvas), conv_channels=config.capsnet_conv,
+                       primary_types=config.capsnet_types, decoder_hidden=config.capsnet_decoder)
+    raise ValueError(f"unknown model {name!r}; expected one of {MODELS}")
+
+
+def test_sets(data, config: RobustnessConfig, device) -> Dict[str, Tuple[torch.Tensor, torch.Tensor]]:
+    """train (centred; shifted afresh each batch), val and clean (shifted once), affine@s per strength."""
+    n_all = len(data.x_train)
+    if config.n_val >= n_all:
+        raise ValueError(f"n_val={config.n_val} leaves no training digits out of {n_all}")
+    n_train = min(config.n_train or n_all - config.n_val, n_all - config.n_val)
+    x_train, y_train = data.x_train[:n_train], data.y_train[:n_train]
+    x_val, y_val = data.x_train[n_all - config.n_val:], data.y_train[n_all - config.n_val:]
+    x_test, y_test = data.x_test[:config.n_test], data.y_test[:config.n_test]
+    shifts = torch.Generator().manual_seed(config.test_seed)
+    sets = {"train": (center_on_canvas(x_train, config.canvas), y_train),
+            "val": (pad_and_shift(x_val, config.canvas, config.max_shift, shifts), y_val),
+            "clean": (pad_and_shift(x_test, config.canvas, config.max_shift, shifts), y_test)}
+    for s in config.strengths:  # one seed for all: each digit's transformation grows with s
+        sets[f"affine@{s:g}"] = affine_test_set(x_test, y_test, float(s), config.canvas, config.test_seed)
+    return {k: (x.to(device), y.to(device)) for k, (x, y) in sets.items()}
+
+
+def _tester(sets, strongest: str):
+    """test(model) -> accuracies on every set but train; wrong answers at the strongest affine set."""
+    def test(model) -> Dict:
+        out = {}
+        for name, (x, y) in sets.items():
+            if name == "train":
+                continue
+            pred = predict_lengths(model, x).argmax(dim=1)           # (N,)
+            out[name] = (pred == y).float().mean().item()
+            if name == strongest:
+                wrong = (pred != y).nonzero().flatten()
+                out["wrong"] = [[int(i), int(pred[i])] for i in wrong]
+        return out
+    return test
+
+
+def _patience_stop(patience: int):
+    def stop(records: List[Dict]) -> bool:
+        best = max(range(len(records)), key=lambda k: records[k]["val"])  # first best epoch
+        return len(records) - 1 - best >= patience
+    return stop
+
+
+def robustness_experiment(config: RobustnessConfig, out=None, resume: bool = True, device="auto",
+                          data=None, command: Optional[str] = None, preset: Optional[str] = None,
+                          progress: bool = True) -> Dict:
+    """Train each model once per seed (skipping those ``out`` already holds when ``resume``), then summarise.
+
+    ``out``: a JSON file (or a folder: ``DEFAULT_NAME`` inside it) rewritten after every
+    finished model x seed; None keeps the result in memory. ``data``: x_train, y_train,
+    x_test, y_test tensors of 28x28 digits (default: ``load_dataset("mnist", config.source)``).
+    """
+    if not isinstance(config, RobustnessConfig):
+        raise TypeError(f"config must be a RobustnessConfig, got {type(config).__name__}")
+    path = output_path(out, DEFAULT_NAME) if out is not None else None
+    device = resolve_device(device)
+    result = ResultFile(path, provenance(config, command, device, preset), resume,
+                        lambda runs: summarise(runs, config))
+    if data is None:
+        data = load_dataset("mnist", config.source, device="cpu", verbose=progress)
+    sets = test_sets(data, config, device)
+    strongest = f"affine@{max(config.strengths):g}"
+    train = SimpleNamespace(x_train=sets["train"][0], y_train=sets["train"][1],
+                            x_test=sets["val"][0], y_test=sets["val"][1])
+    for seed in config.seeds:
+        for name in config.models:
+            if result.find(model=name, seed=seed) is not None:
+                continue
+            torch.manual_seed(seed)  # the initial weights
+            model = make_model(name, config)
+            records, seconds = train_epochs(
+                model, train, config.max_epochs, seed, _tester(sets, strongest), _patience_stop(config.patience),
+                progress=progress, desc=f"{name} seed {seed}", batch_size=config.batch_size, lr=config.lr,
+                device=device, amp=config.amp, shift=config.max_shift,
+                loss="capsnet" if name == "capsnet" else "margin", recon_weight=config.recon_weight)
+            result.add({"model": name, "seed": seed, "params": count_parameters(model),
+                        "seconds": round(seconds, 2), "epochs": records}, seconds)
+    return result.finish()
+
+
+def _pick(records: List[Dict], target: Optional[float] = None) -> Dict:
+    """The first epoch whose validation accuracy reaches ``target`` (None: the best one)."""
+    if target is None:
+        return max(records, key=lambda r: r["val"])
+    return next(r for r in records if r["val"] >= target)
+
+
+def summarise(runs: List[Dict], config: RobustnessConfig) -> Dict:
+    """Per seed, each model at the first epoch whose validation accuracy reaches the lower of the
+    two models' best (matched on clean accuracy); mean and std over seeds; failure examples."""
+    keys = ["val", "clean"] + [f"affine@{s:g}" for s in config.strengths]
+    chosen = {m: [] for m in config.models}
+    for seed in config.seeds:
+        per_model = {r["model"]: r for r in runs if r["seed"] == seed}
+        if set(per_model) != set(config.models):
+            continue  # a seed still running: left out of the summary
+        target = min(max(e["val"] for e in r["epochs"]) for r in per_model.values())
+        for m, r in per_model.items():
+            chosen[m].append({"seed": seed, "best": _pick(r["epochs"]), **_pick(r["epochs"], target)})
+    table = []
+    for m in config.models:
+        rows = chosen[m]
+        if not rows:
+            continue
+        row = {"model": m, "params": next(r["params"] for r in runs if r["model"] == m), "seeds": len(rows),
+               "epochs": [r["epoch"] for r in rows]}
+        for k in keys:
+            row[k], row[k + "_std"] = spread([r[k] for r in rows])
+            row["best_" + k], _ = spread([r["best"][k] for r in rows])
+        table.append(row)
+    return {"table": table, "strengths": list(config.strengths), "failures": _failures(chosen, config)}
+
+
+def _failures(chosen: Dict[str, List[Dict]], config: RobustnessConfig) -> Dict:
+    """For the first seed: test indices (and predictions) that one model gets wrong at full strength."""
+    if len(config.models) != 2 or not all(chosen[m] for m in config.models):
+        return {}
+    a, b = config.models
+    wrong_a, wrong_b = (dict(map(tuple, chosen[m][0]["wrong"])) for m in (a, b))
+    n = config.n_failures
+    return {"strength": max(config.strengths), "seed": chosen[a][0]["seed"],
+            f"{a}_only": [[i, wrong_a[i]] for i in sorted(set(wrong_a) - set(wrong_b))][:n],
+            f"{b}_only": [[i, wrong_b[i]] for i in sorted(set(wrong_b) - set(wrong_a))][:n],
+            "both": [[i, wrong_a[i], wrong_b[i]] for i in sorted(set(wrong_a) & set(wrong_b))][:n]}

@@ -1,0 +1,1 @@
+"""Su Jianlin's two-digit experiment (chapter 7): ``config`` (settings, presets), ``run``, ``cli``."""

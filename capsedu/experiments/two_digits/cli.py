@@ -1,0 +1,129 @@
+"""``python -m capsedu two-digits``: chapter 7's experiment from the command line.
+
+- ``add_cli_arguments``: its options (no torch is imported, so ``--help`` is instant).
+- ``config_from_args``: the preset named by ``--preset`` with the options' overrides, one
+  ``TwoDigitConfig``, checked before any work starts.
+- ``cli_main``: checks ``--out`` first, resumes from it (finished runs are kept, an unfinished
+  one restarts from its checkpoint), writes it after every finished run, prints the JSON.
+"""
+from __future__ import annotations
+
+from typing import Tuple
+
+from capsedu import AMP_CHOICES, SOURCES
+from capsedu.experiments.two_digits.config import (
+    INITS,
+    LAYOUTS,
+    LR_SCHEDULES,
+    MODELS,
+    PRESETS,
+    TwoDigitConfig,
+    preset,
+)
+from capsedu.runtime.arguments import (
+    non_negative_float,
+    non_negative_int,
+    positive_float,
+    positive_int,
+)
+
+__all__ = ["add_cli_arguments", "config_from_args", "cli_main"]
+
+# option -> TwoDigitConfig field; every option overrides the preset's value.
+CLI_OPTIONS = {"models": "models", "seeds": "seeds", "epochs": "epochs", "batch_size": "batch_size", "lr": "lr",
+               "lr_schedule": "lr_schedule", "margin_lam": "margin_lam", "squash_k": "squash_k",
+               "iterations": "iterations", "init": "init", "limit": "n_train", "test_limit": "n_test",
+               "pairs": "n_pairs", "layouts": "layouts", "shift": "shift", "amp": "amp", "pair_seed": "pair_seed",
+               "source": "source"}
+
+
+def add_cli_arguments(d) -> None:
+    """The options of ``python -m capsedu two-digits`` (an argparse parser)."""
+    d.add_argument("--preset", choices=tuple(PRESETS), default=None,
+                   help="the book's settings for a mode, or long (the stored CPU run); default: $CAPSEDU_MODE")
+    d.add_argument("--out", default=None, help="write the JSON to this file (a folder: two-digits-PRESET.json "
+                   "inside it) after every finished run; rerunning the same command resumes from it")
+    d.add_argument("--fresh", action="store_true", help="ignore the runs already in --out and start again")
+    d.add_argument("--source", choices=SOURCES, default=None, help="MNIST source (default: the preset's)")
+    d.add_argument("--root", default=None, help="data folder (default: $CAPSEDU_DATA or ~/.cache/capsedu)")
+    d.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
+    d.add_argument("--models", nargs="+", choices=tuple(MODELS), default=None, help="which models to train")
+    d.add_argument("--seeds", nargs="+", type=non_negative_int, default=None, help="one training run per seed")
+    d.add_argument("--epochs", type=positive_int, default=None, help="epochs for every model")
+    d.add_argument("--batch-size", type=positive_int, default=None, help="images per step")
+    d.add_argument("--lr", type=positive_float, default=None, help="Adam learning rate")
+    d.add_argument("--lr-schedule", choices=LR_SCHEDULES, default=None, help="constant (Su's) or cosine")
+    d.add_argument("--margin-lam", type=non_negative_float, default=None,
+                   help="margin loss weight of the absent classes (Su: 0.25)")
+    d.add_argument("--squash-k", type=positive_float, default=None, help="k in |s|^2/(k+|s|^2) (capsule heads)")
+    d.add_argument("--iterations", type=positive_int, default=None, help="routing iterations")
+    d.add_argument("--init", choices=INITS, default=None, help="initial weights: Keras's defaults (Su's) or PyTorch's")
+    d.add_argument("--limit", type=positive_int, default=None, help="train on the first N digits only")
+    d.add_argument("--test-limit", type=positive_int, default=None, help="test digits (and pairs from them)")
+    d.add_argument("--pairs", type=positive_int, default=None, help="two-digit test images per layout")
+    d.add_argument("--layouts", nargs="+", choices=LAYOUTS, default=None, help="how the two digits are placed")
+    d.add_argument("--shift", type=non_negative_int, default=None, help="random shift augmentation, pixels")
+    d.add_argument("--amp", choices=AMP_CHOICES, default=None, help="mixed precision")
+    d.add_argument("--pair-seed", type=non_negative_int, default=None, help="seed of the test pairs")
+    d.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def config_from_args(args) -> Tuple[str, TwoDigitConfig]:
+    """(preset name, its config with the command line's overrides); ValueError names a bad value."""
+    from capsedu import current_mode
+    name = args.preset or current_mode()
+    changes = {f: getattr(args, opt) for opt, f in CLI_OPTIONS.items() if getattr(args, opt) is not None}
+    for key in ("models", "seeds", "layouts"):
+        if key in changes:
+            changes[key] = tuple(changes[key])
+    return name, preset(name).replace(**changes)
+
+
+def cli_main(args) -> int:
+    """Run the experiment for the command line; the JSON goes to stdout (and to ``--out``)."""
+    import contextlib
+    import json
+    import shutil
+    import sys
+
+    from capsedu.data.mnist import load_dataset
+    from capsedu.experiments.two_digits.run import two_digit_experiment
+    from capsedu.runtime.device import resolve_device
+    from capsedu.runtime.files import write_json
+    from capsedu.runtime.results import output_path, provenance, read_json, utc_now
+
+    name, config = config_from_args(args)               # every check happens before any work
+    out = None if args.out is None else output_path(args.out, f"two-digits-{name}.json")
+    previous = None
+    if out is not None and out.exists() and not args.fresh:
+        previous = read_json(out)
+        if previous.get("config") != config.as_dict():
+            raise ValueError(f"{out} holds a run of other settings; use --fresh to replace it, "
+                             "or another --out")
+    ckpt_dir = None if out is None else out.with_name(out.stem + ".ckpt")
+    if ckpt_dir is not None:
+        if args.fresh and ckpt_dir.is_dir():
+            shutil.rmtree(ckpt_dir)
+        ckpt_dir.mkdir(exist_ok=True)
+    device = resolve_device(args.device)
+    header = {"preset": name, **provenance(args.argv, str(device))}
+    if previous is not None:
+        header["started"] = previous.get("started", previous.get("date"))
+        header["resumed"] = previous.get("resumed", 0) + 1
+    with contextlib.redirect_stdout(sys.stderr):        # stdout carries the JSON only
+        data = load_dataset("mnist", config.source, device=device, root=args.root, verbose=True)
+
+    def save(result):
+        written = utc_now()
+        stamped = {**header, **result, "written": written}
+        if out is not None:
+            write_json(stamped, out)
+        return stamped
+
+    result = two_digit_experiment(data, config, device=device, progress=not args.no_progress, previous=previous,
+                                  checkpoint_dir=None if ckpt_dir is None else str(ckpt_dir), on_run_end=save)
+    final = save(result)
+    if ckpt_dir is not None:
+        shutil.rmtree(ckpt_dir, ignore_errors=True)     # every run is in the JSON now
+    print(json.dumps(final, indent=2))
+    return 0

@@ -1,0 +1,158 @@
+"""The settings of Su Jianlin's two-digit experiment, one object (no torch needed).
+
+- ``TwoDigitConfig``: every setting of one run of the experiment, checked when it is built,
+  so a bad value fails before any training starts. The experiment (``two_digits.py``),
+  chapter 7 and ``python -m capsedu two-digits`` all take this one object.
+- ``PRESETS``: the book's settings per mode (smoke, quick, gpu, full) and ``long``, the
+  stored CPU run that chapter 7 shows beside its live preview.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Dict, Mapping, Optional, Tuple, Union
+
+from capsedu import AMP_CHOICES, SOURCES
+
+__all__ = ["MODELS", "LAYOUTS", "INITS", "LR_SCHEDULES", "SU_EPOCHS", "TwoDigitConfig", "PRESETS",
+           "preset"]
+
+# name -> what the head is; all four share Su's ConvStack.
+MODELS = {
+    "pooling": "global average pooling -> dense 128 -> 10 sigmoids",
+    "capsule-su": "shared-weight capsules, Su's January routing (b <- <u_hat, v>, squash every iteration)",
+    "capsule-hinton": "shared-weight capsules, Hinton's routing (b <- b + <u_hat, v>)",
+    "capsule-su-march": "shared-weight capsules, Su's March routing (b <- <u_hat, s/|s|>, one squash at the end)",
+}
+# vertical: Su's script (56x28); horizontal: his prose (28x56); overlapping: MultiMNIST-style 36x36.
+LAYOUTS = ("vertical", "horizontal", "overlapping")
+INITS = ("keras", "torch")  # keras: Glorot-uniform weights and zero biases, as in Su's script
+LR_SCHEDULES = ("constant", "cosine")  # Su's script: constant
+SU_EPOCHS = {"pooling": 20, "capsule-su": 10, "capsule-hinton": 10, "capsule-su-march": 10}  # batch 128
+
+
+def _count(name, value, allow_none=False):
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive int{' or None' if allow_none else ''}, got {value!r}")
+
+
+def _distinct(name, values, allowed=None):
+    if isinstance(values, str) or not isinstance(values, (list, tuple)) or not values \
+            or len(set(values)) != len(values) or (allowed is not None and any(v not in allowed for v in values)):
+        what = f"distinct values from {tuple(allowed)}" if allowed is not None else "distinct values"
+        raise ValueError(f"{name} must be a non-empty list of {what}, got {values!r}")
+
+
+@dataclass(frozen=True)
+class TwoDigitConfig:
+    """One run of the two-digit experiment: train on single digits, test on pairs.
+
+    ``epochs``: one int for every model, or a mapping model -> epochs (Su: ``SU_EPOCHS``).
+    ``n_train``/``n_test``: the first N training/test digits (None: all). ``curve``: also
+    measure the pair accuracies after every epoch (the learning curve of the stored run).
+    """
+    models: Tuple[str, ...] = tuple(MODELS)
+    seeds: Tuple[int, ...] = (0, 1, 2)
+    epochs: Union[int, Mapping[str, int]] = 4
+    batch_size: int = 16
+    lr: float = 1e-3
+    lr_schedule: str = "cosine"
+    margin_lam: float = 0.25
+    squash_k: float = 0.5
+    iterations: int = 3
+    init: str = "keras"
+    n_train: Optional[int] = None
+    n_test: Optional[int] = None
+    n_pairs: int = 1000
+    layouts: Tuple[str, ...] = LAYOUTS
+    shift: int = 0
+    pair_seed: int = 1234
+    source: str = "sample"
+    curve: bool = False
+    amp: str = "off"
+
+    def __post_init__(self):
+        for name in ("models", "seeds", "layouts"):  # lists from JSON or argparse become tuples
+            if isinstance(getattr(self, name), list):
+                object.__setattr__(self, name, tuple(getattr(self, name)))
+        _distinct("models", self.models, MODELS)
+        _distinct("layouts", self.layouts, LAYOUTS)
+        _distinct("seeds", self.seeds)
+        if any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in self.seeds):
+            raise ValueError(f"seeds must be ints >= 0, got {self.seeds!r}")
+        epochs = self.epochs
+        if isinstance(epochs, Mapping):
+            missing = [m for m in self.models if m not in epochs]
+            if missing:
+                raise ValueError(f"epochs has no entry for {missing}; give an int or one per model")
+            epochs = {m: epochs[m] for m in self.models}
+        else:
+            epochs = {m: epochs for m in self.models}
+        for m, e in epochs.items():
+            _count(f"epochs[{m!r}]", e)
+        object.__setattr__(self, "epochs", epochs)
+        for name in ("batch_size", "n_pairs", "iterations"):
+            _count(name, getattr(self, name))
+        for name in ("n_train", "n_test"):
+            _count(name, getattr(self, name), allow_none=True)
+        for name in ("lr", "squash_k"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+                raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+        if isinstance(self.margin_lam, bool) or not isinstance(self.margin_lam, (int, float)) \
+                or not 0 <= self.margin_lam < math.inf:
+            raise ValueError(f"margin_lam must be a finite number >= 0, got {self.margin_lam!r}")
+        for name, value in (("shift", self.shift), ("pair_seed", self.pair_seed)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+        for name, value, allowed in (("init", self.init, INITS), ("lr_schedule", self.lr_schedule, LR_SCHEDULES),
+                                     ("source", self.source, SOURCES), ("amp", self.amp, AMP_CHOICES)):
+            if value not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+        if not isinstance(self.curve, bool):
+            raise ValueError(f"curve must be True or False, got {self.curve!r}")
+
+    def as_dict(self) -> Dict:
+        """Plain JSON types (lists, not tuples), as stored in a result."""
+        d = asdict(self)
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> "TwoDigitConfig":
+        """The inverse of ``as_dict``; unknown keys are an error that names them."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ValueError(f"unknown two-digit settings {unknown}; expected some of {sorted(known)}")
+        return cls(**dict(d))
+
+    def replace(self, **changes) -> "TwoDigitConfig":
+        """A copy with some settings changed (checked again)."""
+        return replace(self, **changes)
+
+
+QUICK_EPOCHS = {"pooling": 5, "capsule-su": 3, "capsule-hinton": 3, "capsule-su-march": 3}
+_SAMPLE = dict(source="sample", n_train=None, n_test=None)  # the sample's 9,000 training and 1,000 test digits
+PRESETS: Dict[str, TwoDigitConfig] = {
+    # every code path, a handful of steps
+    "smoke": TwoDigitConfig(seeds=(0,), epochs=1, n_train=64, n_test=100, n_pairs=100, source="sample"),
+    # the chapter's live preview on 2 CPU cores: one seed, all 9,000 sample digits, three epochs for the
+    # capsule heads and five for pooling, which learns single digits more slowly (Su gave it twice theirs)
+    "quick": TwoDigitConfig(seeds=(0,), epochs=QUICK_EPOCHS, n_pairs=500, **_SAMPLE),
+    # a GPU (a Colab T4 in ~4 min, estimated): all of MNIST where it downloads, three seeds, two epochs,
+    # the GPU's own precision (capsedu.runtime.device: fp16 on a T4, bf16 from compute capability 8.0)
+    "gpu": TwoDigitConfig(epochs=2, batch_size=64, n_pairs=2000, source="auto", amp="auto"),
+    # Su's script: all of MNIST, batch 128, constant learning rate, 20 / 10 epochs
+    "full": TwoDigitConfig(epochs=SU_EPOCHS, batch_size=128, lr_schedule="constant", n_pairs=10000, source="auto"),
+    # the stored CPU run (results/two_digits_long.json): 12 epochs, three seeds, the learning curve
+    "long": TwoDigitConfig(epochs=12, curve=True, **_SAMPLE),
+}
+
+
+def preset(name: str) -> TwoDigitConfig:
+    """The preset called ``name`` (one of ``PRESETS``), with a clear error otherwise."""
+    if name not in PRESETS:
+        raise ValueError(f"unknown two-digit preset {name!r}; expected one of {tuple(PRESETS)}")
+    return PRESETS[name]

@@ -1,0 +1,23 @@
+"""Tables for the book and the CLI, as Markdown or HTML (no torch needed)."""
+from __future__ import annotations
+
+from html import escape
+from typing import Sequence
+
+__all__ = ["render_table", "mean_std"]
+
+
+def render_table(heads: Sequence[str], rows: Sequence[Sequence], html: bool = False) -> str:
+    """A table as Markdown, or as HTML (which notebooks and the rendered book both display)."""
+    if html:
+        def line(cells, tag):
+            return "<tr>" + "".join(f"<{tag}>{escape(str(c))}</{tag}>" for c in cells) + "</tr>"
+        body = "\n".join(line(r, "td") for r in rows)
+        return f"<table>\n<thead>{line(heads, 'th')}</thead>\n<tbody>\n{body}\n</tbody>\n</table>"
+    lines = ["| " + " | ".join(map(str, heads)) + " |", "|" + "---|" * len(heads)]
+    return "\n".join(lines + ["| " + " | ".join(map(str, r)) + " |" for r in rows])
+
+
+def mean_std(mean: float, std, digits: int = 3) -> str:
+    """"0.912 ± 0.031", or just the mean when there is no spread (one seed)."""
+    return f"{mean:.{digits}f}" + ("" if std is None else f" ± {std:.{digits}f}")

@@ -1,0 +1,137 @@
+"""The checkpoints that ``train.fit`` writes and resumes from.
+
+- A checkpoint is one ``torch.save`` file (read back with ``weights_only=True``): the model,
+  optimizer, scheduler and scaler states, the random generators, the history so far, and
+  the run's settings, so that resuming can refuse a checkpoint from a different run.
+- ``save_atomic``: written to ``path + ".tmp"`` and renamed, with Ctrl-C held back until the
+  file is complete; no ``.tmp`` survives an error, and ``remove_stale_tmp`` clears the one a
+  killed process (SIGKILL, power loss) left behind.
+- ``load_checkpoint``: every record of the file passes its zip CRC-32 (torch stores one per
+  tensor) before anything is unpickled, so one flipped bit is refused rather than loaded,
+  and the keys a checkpoint must hold are checked; each problem is one ``CheckpointError``
+  line naming the file.
+"""
+from __future__ import annotations
+
+import os
+import warnings
+import zipfile
+from dataclasses import asdict, is_dataclass
+from typing import Dict
+
+import torch
+
+from capsedu.runtime.files import write_atomic
+
+__all__ = ["CHECKPOINT_FORMAT", "RESUME_KEYS", "REQUIRED_KEYS", "CheckpointError", "load_checkpoint",
+           "check_integrity", "save_atomic", "restore", "plain"]
+
+CHECKPOINT_FORMAT = 1
+# Settings a resumed run must share with the run that wrote the checkpoint.
+RESUME_KEYS = ("batch_size", "lr", "lr_decay", "decay_steps", "seed", "shift", "loss", "margin_lam",
+               "recon_weight", "n_train", "dataset", "model", "model_config")
+# What fit writes and resuming reads, with the type each must have.
+REQUIRED_KEYS = {"epoch": int, "meta": dict, "history": list, "model": dict, "optimizer": dict,
+                 "scheduler": dict, "rng_cpu": torch.Tensor, "generator": torch.Tensor, "generator_device": str}
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint file is unreadable, corrupt, or belongs to a different run."""
+
+
+def plain(value):
+    """Tuples -> lists, dataclasses -> dicts: what torch.load(weights_only=True) and json both read."""
+    if is_dataclass(value):
+        value = asdict(value)
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (tuple, list)):
+        return [plain(v) for v in value]
+    return value
+
+
+def save_atomic(obj, path: str) -> None:
+    """``torch.save(obj)`` to ``path`` through ``write_atomic``."""
+    write_atomic(path, lambda f: torch.save(obj, f))
+
+
+# ---------------------------------------------------------------- reading
+def _fresh_start_hint(path: str) -> str:
+    return f"delete the file {path} (or choose another checkpoint path) to start fresh"
+
+
+def _not_a_file(path: str):
+    if os.path.isdir(path):
+        return CheckpointError(f"checkpoint {path} is a folder; expected a checkpoint file "
+                               f"(e.g. {os.path.join(path, 'checkpoint.pt')})")
+    if not os.path.exists(path):
+        return CheckpointError(f"checkpoint {path} not found")
+    return None
+
+
+def check_integrity(path: str, what: str = "checkpoint") -> None:
+    """Every record of the torch zip file at ``path`` matches its stored CRC-32; else one clear error."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            bad = archive.testzip()
+    except (zipfile.BadZipFile, EOFError, ValueError, NotImplementedError) as err:
+        raise CheckpointError(f"{what} {path} is corrupt or not a torch file ({str(err)[:120]})") from None
+    if bad is not None:
+        raise CheckpointError(f"{what} {path} is damaged: its record {bad!r} fails the CRC-32 check")
+
+
+def load_checkpoint(path: str) -> Dict:
+    """Read a checkpoint written by ``fit`` (weights_only, onto the CPU); one clear error if it cannot."""
+    path = os.fspath(path)
+    error = _not_a_file(path)
+    if error is not None:
+        raise error
+    hint = _fresh_start_hint(path)
+    try:
+        check_integrity(path)
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except CheckpointError as err:
+        raise CheckpointError(f"{err}; {hint}") from None
+    except Exception as err:  # pickle, foreign object, unreadable file: all mean "unreadable"
+        lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()] or [type(err).__name__]
+        reason = next((ln for ln in lines if "Unpickler error" in ln), lines[0])[:160]
+        raise CheckpointError(f"checkpoint {path} is unreadable or corrupt ({reason}); {hint}") from None
+    if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT:
+        raise CheckpointError(f"{path} is not a capsedu checkpoint (format {CHECKPOINT_FORMAT}); {hint}")
+    missing = [k for k in REQUIRED_KEYS if k not in ckpt]
+    wrong = [f"{k} is a {type(ckpt[k]).__name__}, expected {t.__name__}" for k, t in REQUIRED_KEYS.items()
+             if k in ckpt and (not isinstance(ckpt[k], t) or isinstance(ckpt[k], bool))]
+    if missing or wrong:
+        problem = f"lacks {', '.join(missing)}" if missing else "; ".join(wrong)
+        raise CheckpointError(f"checkpoint {path} is incomplete: it {problem}" if missing
+                              else f"checkpoint {path} is malformed: {problem}")
+    if ckpt["epoch"] < 1 or not all(isinstance(v, torch.Tensor) for v in ckpt["model"].values()):
+        raise CheckpointError(f"checkpoint {path} is malformed: expected epoch >= 1 and a model state of tensors")
+    return ckpt
+
+
+def restore(ckpt, path, model, optimizer, scheduler, scaler, generator, meta) -> None:
+    """Put a checkpoint's state back into this run's objects, after checking it is the same run."""
+    hint = _fresh_start_hint(path)
+    old = ckpt["meta"]
+    diff = [f"{k}: {old.get(k)!r} -> {meta.get(k)!r}" for k in RESUME_KEYS if old.get(k) != meta.get(k)]
+    if diff:
+        raise CheckpointError(f"checkpoint {path} comes from a different run ({'; '.join(diff)}); {hint}")
+    try:
+        model.load_state_dict(ckpt["model"])
+        optimizer.load_state_dict(ckpt["optimizer"])
+        scheduler.load_state_dict(ckpt["scheduler"])
+        if scaler is not None and ckpt.get("scaler"):
+            scaler.load_state_dict(ckpt["scaler"])
+        torch.set_rng_state(ckpt["rng_cpu"])
+        if torch.cuda.is_available() and ckpt.get("rng_cuda") is not None:
+            torch.cuda.set_rng_state(ckpt["rng_cuda"])
+        if ckpt["generator_device"] == generator.device.type:
+            generator.set_state(ckpt["generator"])
+        else:  # a CPU generator's state cannot seed a CUDA one: carry on, reproducible but not bit-exact
+            warnings.warn(f"checkpoint {path} was written on {ckpt['generator_device']}; resuming on "
+                          f"{generator.device.type} reseeds the shuffling, so the run is not bit-exact")
+            generator.manual_seed(meta["seed"] + ckpt["epoch"])
+    except (RuntimeError, KeyError, ValueError, TypeError) as err:
+        raise CheckpointError(f"checkpoint {path} does not fit this model ({' '.join(str(err).split())[:160]}); "
+                              f"{hint}") from None

@@ -1,0 +1,75 @@
+"""Files that are never half-written: atomic writes with Ctrl-C held back, stale temp files, sha256.
+
+No torch: the JSON of stored runs, checkpoints and weights all go through ``write_atomic``.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import signal
+import threading
+from pathlib import Path
+from typing import Callable
+
+__all__ = ["write_atomic", "write_json", "remove_stale_tmp", "sha256_of"]
+# ---------------------------------------------------------------- writing
+@contextlib.contextmanager
+def ctrl_c_deferred():
+    """Hold SIGINT back while the block runs, then deliver it (as KeyboardInterrupt) once it is done."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread receives signals
+        return
+    caught = []
+    old = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+    if caught and old is not signal.SIG_IGN:
+        if callable(old):
+            old(signal.SIGINT, None)  # Python's default handler raises KeyboardInterrupt
+        else:
+            raise KeyboardInterrupt
+
+
+def write_atomic(path: str, write: Callable) -> None:
+    """``write(file)`` into ``path + ".tmp"``, fsync, rename over ``path``: a crash leaves the old file,
+    an error leaves no ``.tmp``, and Ctrl-C waits until the new file is complete."""
+    path = os.fspath(path)
+    tmp = path + ".tmp"
+    with ctrl_c_deferred():
+        try:
+            with open(tmp, "wb") as f:
+                write(f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
+            raise
+
+
+def remove_stale_tmp(path: str) -> bool:
+    """Remove the ``path + ".tmp"`` that a killed writer left behind; True if there was one."""
+    tmp = os.fspath(path) + ".tmp"
+    if os.path.isfile(tmp):
+        os.remove(tmp)
+        return True
+    return False
+
+
+def sha256_of(path: Path) -> str:
+    """The file's sha256 as hex (what the weights' JSON stores)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def write_json(obj, path) -> None:
+    """``obj`` as indented JSON, through ``write_atomic``: readers see the old file or the new one."""
+    write_atomic(path, lambda f: f.write((json.dumps(obj, indent=2) + "\n").encode()))

@@ -1,0 +1,6 @@
+"""Making capsules fast (chapter 8): the fast path, the tutorial-style network, timing helpers."""
+
+from capsedu.speed.fast import accelerate, fused_routing, readable
+from capsedu.speed.naive import NaiveCapsNet
+
+__all__ = ["accelerate", "readable", "fused_routing", "NaiveCapsNet"]

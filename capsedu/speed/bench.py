@@ -1,0 +1,266 @@
+"""Measuring where a CapsNet spends its time (chapter 8 and ``benchmarks/``).
+
+Everything returns plain numbers (seconds, bytes) so that the book and the
+benchmark scripts print or store them; nothing here asserts a speed.
+Timings are medians of several calls after a warm-up call, synchronised on CUDA.
+"""
+from __future__ import annotations
+
+import contextlib
+import statistics
+import time
+from typing import Callable, Dict, List, Sequence
+
+import torch
+import torch.nn.functional as F
+
+from capsedu.core.losses import margin_loss, reconstruction_loss
+from capsedu.core.squashing import safe_norm
+from capsedu.runtime.device import autocast
+
+__all__ = ["estimate_fit_seconds", "about", "median_seconds",
+           "interleaved", "medians", "train_step", "backward_seconds", "stage_times", "profile_table",
+           "saved_tensor_bytes", "routing_cost", "flop_count", "primary_conv_step"]
+
+
+def _sync(device) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def median_seconds(fn: Callable[[], object], repeats: int = 3, warmup: int = 1, device="cpu") -> float:
+    """Median wall time of ``fn()`` over ``repeats`` calls, after ``warmup`` untimed calls."""
+    if repeats < 1 or warmup < 0:
+        raise ValueError(f"need repeats >= 1 and warmup >= 0, got {repeats}, {warmup}")
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        _sync(device)
+        t = time.perf_counter()
+        fn()
+        _sync(device)
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def interleaved(fns: Dict[str, Callable], rounds: int = 3, calls: int = 1, device="cpu") -> Dict[str, List[float]]:
+    """Seconds per call of each function, measured in turn for ``rounds`` rounds, so that a
+    change in machine load affects every contender alike. Every function is called once first."""
+    for fn in fns.values():
+        fn()
+    times = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            times[name].append(median_seconds(fn, repeats=calls, warmup=0, device=device))
+    return times
+
+
+def medians(times: Dict[str, List[float]]) -> Dict[str, float]:
+    """The median of each contender's times, e.g. of ``interleaved``'s rounds."""
+    return {name: statistics.median(v) for name, v in times.items()}
+
+
+def _losses(x, y, lengths, rec):
+    return margin_loss(lengths, y) + reconstruction_loss(rec, x)
+
+
+def train_step(model, x, y, amp: str = "off", lr: float = 1e-3) -> Callable[[], None]:
+    """One training step of a CapsNet-like model (forward, margin + reconstruction loss,
+    backward, Adam), as a function of no arguments."""
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+
+    def step():
+        with autocast(amp, x.device):
+            _, lengths, rec = model(x, y)
+            loss = _losses(x, y, lengths, rec)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    return step
+
+
+def estimate_fit_seconds(model, data, epochs: int, batch_size: int = 128, device="auto", amp="auto") -> float:
+    """Seconds that ``fit(model, data, epochs, batch_size, ...)`` should take on this device: one
+    training step of a copy of ``model`` timed here (after a warm-up step, which also absorbs any
+    compilation), times the run's steps, plus a test pass per epoch at a third of a step per image."""
+    import copy
+    import math
+
+    from capsedu.runtime.device import resolve_amp, resolve_device
+    device = resolve_device(device)
+    net = copy.deepcopy(model).to(device)
+    x, y = data.x_train[:batch_size].to(device), data.y_train[:batch_size].to(device)
+    step_s = median_seconds(train_step(net, x, y, amp=resolve_amp(amp, device)), repeats=2, device=device)
+    per_image = step_s / len(x)
+    return epochs * (math.ceil(len(data.x_train) / batch_size) * step_s + len(data.x_test) * per_image / 3)
+
+
+def about(seconds: float) -> str:
+    """A duration for people: "about 40 s", "about 3 min", "about 1.5 h"."""
+    if seconds < 90:
+        return f"about {max(1, round(seconds, -1 if seconds >= 15 else 0)):.0f} s"
+    if seconds < 5400:
+        return f"about {round(seconds / 60):.0f} min"
+    return f"about {seconds / 3600:.1f} h"
+
+
+def _stages(model, y):
+    """The CapsNet forward pass cut into stages: (name, function) pairs, each function
+    taking the previous stage's output. Uses the model's own layers."""
+    def head(v):
+        lengths = safe_norm(v, dim=-1)
+        rec = model.decoder(v, F.one_hot(y, model.config.num_classes))
+        return lengths, rec
+    return [
+        ("conv1 + ReLU", lambda x: F.relu(model.conv1(x))),
+        ("primary capsules", model.primary),
+        ("u_hat = W u", model.digits.predictions),
+        (f"routing (r = {model.digits.iterations})", model.digits.route),
+        ("lengths + decoder", head),
+    ]
+
+
+def backward_seconds(make_loss: Callable[[], torch.Tensor], repeats: int = 3, warmup: int = 1,
+                     device="cpu") -> float:
+    """Median wall time of ``make_loss().backward()``, timing the backward pass only."""
+    times = []
+    for k in range(warmup + repeats):
+        loss = make_loss()
+        _sync(device)
+        t = time.perf_counter()
+        loss.backward()
+        _sync(device)
+        if k >= warmup:
+            times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def stage_times(model, x, y, amp: str = "off", repeats: int = 3) -> List[Dict]:
+    """Forward and backward milliseconds of each stage of a CapsNet training step, each
+    stage timed on its own (its input a detached copy of the real one), plus the Adam update."""
+    stages, rows = _stages(model, y), []
+    with torch.no_grad(), autocast(amp, x.device):
+        inputs = [x]
+        for _, fn in stages[:-1]:
+            inputs.append(fn(inputs[-1]))
+    for (name, fn), inp in zip(stages, inputs):
+        leaf = inp.detach().requires_grad_(inp is not x)
+
+        def forward(fn=fn, leaf=leaf):
+            with autocast(amp, x.device):
+                return fn(leaf)
+
+        def make_loss(forward=forward):
+            model.zero_grad(set_to_none=True)
+            out = forward()
+            if isinstance(out, tuple):   # the head: the real losses
+                return _losses(x, y, *out)
+            return (out.float() * 1e-3).sum()   # elsewhere: a fixed linear function of the output
+
+        rows.append({"stage": name, "forward_ms": 1e3 * median_seconds(forward, repeats, device=x.device),
+                     "backward_ms": 1e3 * backward_seconds(make_loss, repeats, device=x.device)})
+    opt = torch.optim.Adam(model.parameters())
+    for p in model.parameters():
+        p.grad = torch.zeros_like(p)
+    rows.append({"stage": "Adam update", "forward_ms": 0.0,
+                 "backward_ms": 1e3 * median_seconds(opt.step, repeats, device=x.device)})
+    model.zero_grad(set_to_none=True)
+    return rows
+
+
+@contextlib.contextmanager
+def _quiet_stderr():
+    """Silence C-level stderr: the profiler's tracing library logs start/stop lines (and,
+    without a GPU, a GPU-count error) straight to file descriptor 2."""
+    import os
+    import sys
+    try:
+        sys.stderr.flush()
+        saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    except (OSError, ValueError):  # no real fd 2: nothing to silence
+        yield
+        return
+    os.dup2(devnull, 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
+def profile_table(step: Callable[[], None], device="cpu", rows: int = 12) -> str:
+    """torch.profiler's table of the operations of one call of ``step``, by self time."""
+    from torch.profiler import ProfilerActivity, profile
+    step()  # warm-up, outside the profile
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.device(device).type == "cuda" else [])
+    with _quiet_stderr(), profile(activities=activities) as prof:
+        step()
+    from torch.autograd.profiler_util import FunctionEventAvg
+    gpu_key = "self_device_time_total" if hasattr(FunctionEventAvg, "self_device_time_total") else "self_cuda_time_total"
+    key = gpu_key if torch.device(device).type == "cuda" else "self_cpu_time_total"
+    return prof.key_averages().table(sort_by=key, row_limit=rows)
+
+
+def saved_tensor_bytes(fn: Callable[[], torch.Tensor], exclude: Sequence[torch.Tensor] = ()) -> int:
+    """Bytes of the distinct tensors autograd saves for the backward pass while ``fn()`` runs
+    (the memory the graph holds on to, whatever the device), not counting ``exclude``
+    (e.g. the input, which exists anyway)."""
+    skip = {(t.untyped_storage().data_ptr(), t.device) for t in exclude}
+    seen = {}
+
+    def pack(t):
+        storage = t.untyped_storage()
+        key = (storage.data_ptr(), t.device)
+        if key not in skip:
+            seen[key] = storage.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        fn()
+    return sum(seen.values())
+
+
+def routing_cost(u_hat: torch.Tensor, iterations: Sequence[int], router: Callable, repeats: int = 3) -> List[Dict]:
+    """Forward ms, backward ms and autograd-graph bytes of ``router(u_hat, r)`` for each r."""
+    leaf = u_hat.detach().requires_grad_()
+    grad = torch.randn(u_hat.shape[0], u_hat.shape[2], u_hat.shape[3], device=u_hat.device)
+    rows = []
+    for r in iterations:
+        def forward(r=r):
+            return router(leaf, r)
+
+        def make_loss(forward=forward):
+            leaf.grad = None
+            return (forward().float() * grad).sum()
+
+        rows.append({"iterations": r, "forward_ms": 1e3 * median_seconds(forward, repeats, device=leaf.device),
+                     "backward_ms": 1e3 * backward_seconds(make_loss, repeats, device=leaf.device),
+                     "graph_bytes": saved_tensor_bytes(forward, exclude=[leaf])})
+    return rows
+
+
+def flop_count(fn: Callable[[], object]) -> int:
+    """Floating-point operations of one call of ``fn`` (``torch.utils.flop_counter``;
+    convolutions and matrix products, which are nearly all of a CapsNet's work)."""
+    from torch.utils.flop_counter import FlopCounterMode
+    with FlopCounterMode(display=False) as counter:
+        fn()
+    return counter.get_total_flops()
+
+
+def primary_conv_step(batch: int, device="cpu", amp: str = "off") -> Callable[[], None]:
+    """Forward + backward of the primary-capsule convolution alone (256 -> 256 channels,
+    9x9, stride 2, on 20x20 maps): the reference for how fast this machine convolves."""
+    conv = torch.nn.Conv2d(256, 256, 9, 2).to(device)
+    # Under autocast the step's conv1 already hands over low-precision features: do the same.
+    dtype = {"off": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[amp]
+    feats = torch.rand(batch, 256, 20, 20, device=device, dtype=dtype, requires_grad=True)
+    grad = torch.randn(batch, 256, 6, 6, device=device)  # a real gradient, not sum()'s broadcast ones
+
+    def run():
+        with autocast(amp, device):
+            out = conv(feats)
+        out.backward(grad.to(out.dtype))
+    return run

@@ -1,0 +1,110 @@
+"""The fast path: the maths of ``routing.dynamic_routing``, arranged for speed.
+
+``routing.py`` stays the readable reference; this module adds what chapter 8
+measured to pay off, and a test checks that both give the same capsules and the
+same gradients:
+
+- ``fused_routing``: ``routing.routing_loop`` itself, compiled with ``torch.compile``
+  into a few fused kernels (the eager loop launches ~10 small operations per
+  iteration). ``detach_inner=True`` stops gradients through all but the last
+  iteration, as several public implementations do; that changes the gradients, so
+  it is off by default and chapter 8 measures what it costs in accuracy.
+- ``accelerate(model)``: puts ``fused_routing`` into a model's routed capsule
+  layers and, on CUDA, stores convolutions channels-last.
+
+The precision to run it in is ``capsedu.runtime.device.resolve_amp("auto", device)``'s choice.
+"""
+from __future__ import annotations
+
+import functools
+import warnings
+
+import torch
+from torch import nn
+
+from capsedu.core.routing import check_routing_args, full_range, routing_loop
+
+__all__ = ["fused_routing", "accelerate"]
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled_loop():
+    return torch.compile(routing_loop, fullgraph=True)
+
+
+# Each iteration count, mode, precision and grad mode is its own graph (the loop is
+# unrolled); dynamo's default of 8 graphs per function is too few for a notebook that
+# compares them. The higher limit applies only while fused routing runs.
+RECOMPILE_LIMIT = 64
+
+
+def _dispatch_mode_active() -> bool:
+    """True inside a torch dispatch mode (e.g. FlopCounterMode), which torch.compile does not support."""
+    from torch.utils._python_dispatch import _get_current_dispatch_mode
+    return _get_current_dispatch_mode() is not None
+
+
+_compile_failed = False
+
+
+def fused_routing(u_hat: torch.Tensor, iterations: int = 3, mode: str = "hinton", squash_k: float = 1.0,
+                  detach_inner: bool = False, compile: bool = True) -> torch.Tensor:
+    """Same contract as ``dynamic_routing(u_hat, iterations, mode, squash_k=...)`` (no history).
+
+    With ``compile=True`` the first call compiles ``routing.routing_loop`` (seconds). It
+    compiles again for a new number of capsules, mode, iteration count, precision or grad
+    mode, but not for a new batch size. If compilation fails (no C++ compiler, an
+    unsupported platform, too many variants) it warns once and runs the loop eagerly.
+    """
+    global _compile_failed
+    check_routing_args(u_hat, iterations, mode)
+    u = u_hat.transpose(1, 2).contiguous()                          # free when stored as capsedu's layers do
+    # Without autograd, detaching changes nothing: one compiled variant fewer.
+    detach = bool(detach_inner) and torch.is_grad_enabled()
+    with full_range(u) as u:
+        args = (u, iterations, mode, float(squash_k), detach)
+        if compile and not _compile_failed and not _dispatch_mode_active():
+            # One kernel for every batch size (training batches, a smaller last batch,
+            # evaluation batches) rather than one compilation per size.
+            torch._dynamo.maybe_mark_dynamic(u, 0)
+            limit = max(RECOMPILE_LIMIT, torch._dynamo.config.recompile_limit)
+            try:
+                with torch._dynamo.config.patch(recompile_limit=limit):
+                    return _compiled_loop()(*args).to(u_hat.dtype)
+            except Exception as err:  # compilation problems surface at the first call
+                _compile_failed = True
+                warnings.warn(f"capsedu.speed.fast: torch.compile failed ({type(err).__name__}: {err}); "
+                              "routing runs eagerly instead", RuntimeWarning, stacklevel=2)
+        return routing_loop(*args).to(u_hat.dtype)
+
+
+def accelerate(model: nn.Module, compile_routing: bool = True, detach_inner: bool = False,
+               channels_last="auto") -> nn.Module:
+    """Switch ``model`` to the fast path in place and return it.
+
+    Every routed capsule layer (``DenseCapsules``, ``SharedCapsules``) then routes with
+    ``fused_routing``; ``channels_last="auto"`` stores 4-D weights channels-last when
+    the model is on CUDA (cuDNN's fastest layout for bf16; on CPU it measured no gain).
+    Undo with ``model.apply(capsedu.speed.fast.readable)``.
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"accelerate expects a torch.nn.Module, got {type(model).__name__}")
+    if channels_last not in ("auto", True, False):
+        raise ValueError(f"channels_last must be 'auto', True or False, got {channels_last!r}")
+    routed = [m for m in model.modules() if hasattr(m, "fast_routing")]
+    if not routed:
+        raise ValueError("accelerate: the model has no routed capsule layers (DenseCapsules/SharedCapsules)")
+    router = functools.partial(fused_routing, detach_inner=detach_inner, compile=compile_routing)
+    for m in routed:
+        m.fast_routing = router
+    param = next(model.parameters(), None)
+    on_cuda = param is not None and param.device.type == "cuda"
+    if channels_last is True or (channels_last == "auto" and on_cuda):
+        model.to(memory_format=torch.channels_last)
+    return model
+
+
+def readable(module: nn.Module) -> None:
+    """``model.apply(readable)`` puts the readable ``dynamic_routing`` back."""
+    if hasattr(module, "fast_routing"):
+        module.fast_routing = None
