@@ -12,14 +12,13 @@ import resource
 import statistics
 import sys
 import time
-from datetime import datetime, timezone
 
 import torch
 
 from capsedu.core.capsnet import CapsNet
 from capsedu.data.mnist import load_dataset
 from capsedu.runtime.allocator import keep_freed_memory, release_freed_memory
-from capsedu.runtime.device import hardware
+from capsedu.runtime.results import provenance
 from capsedu.speed import bench
 
 SETTINGS = {"glibc default": release_freed_memory, "keep_freed_memory": keep_freed_memory}
@@ -58,9 +57,8 @@ def main(argv=None):
     med = {name: statistics.median(v) for name, v in seconds.items()}
     result = {
         "benchmark": "allocator",
-        "command": "python benchmarks/allocator.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "device": "cpu", "hardware": hardware("cpu"), "torch": torch.__version__,
+        **provenance("python benchmarks/allocator.py " + " ".join(argv if argv is not None else sys.argv[1:]), "cpu"),
+        "device": "cpu",
         "batch": a.batch, "rounds": a.rounds, "steps_per_round": a.steps, "amp": "off", "model": "CapsNet (readable)",
         "images_per_s": {name: a.batch / s for name, s in med.items()},
         "speedup_keep_vs_default": med["glibc default"] / med["keep_freed_memory"],

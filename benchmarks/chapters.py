@@ -11,16 +11,15 @@ import os
 import re
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import nbformat
-import torch
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
 import capsedu
-from capsedu.runtime.device import hardware, resolve_amp, resolve_device
+from capsedu.runtime.device import resolve_amp, resolve_device
+from capsedu.runtime.results import provenance
 
 ROOT = Path(__file__).resolve().parents[1]
 # printed lines worth keeping: accuracies, which data was used, the estimates made before long cells
@@ -69,10 +68,9 @@ def main(argv=None):
               file=sys.stderr, flush=True)
     result = {
         "benchmark": "chapters",
-        "command": "python benchmarks/chapters.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "mode": a.mode,
-        "device": str(device), "hardware": hardware(device), "amp_auto": resolve_amp("auto", device),
-        "torch": torch.__version__, "capsedu": capsedu.__version__,
+        **provenance("python benchmarks/chapters.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+                     str(device)),
+        "mode": a.mode, "device": str(device), "amp_auto": resolve_amp("auto", device),
         "total_seconds": round(sum(c["seconds"] for c in chapters), 1),
         "load_average_1min_before_after": [load_before, os.getloadavg()[0]],  # other work on the machine
         "chapters": chapters,

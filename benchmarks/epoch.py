@@ -11,14 +11,14 @@ import argparse
 import json
 import sys
 import time
-from datetime import datetime, timezone
 
 import torch
 
 from capsedu.core.capsnet import CapsNet
 from capsedu.data.mnist import Dataset, load_dataset
 from capsedu.runtime.allocator import keep_freed_memory
-from capsedu.runtime.device import hardware, resolve_amp, resolve_device
+from capsedu.runtime.device import resolve_amp, resolve_device
+from capsedu.runtime.results import provenance
 from capsedu.speed.fast import accelerate
 from capsedu.training.loop import fit
 
@@ -70,9 +70,9 @@ def main(argv=None):
                      "wall_seconds_incl_compile": time.perf_counter() - t0, "test_acc": last["test_acc"],
                      "peak_gpu_memory_gb": torch.cuda.max_memory_allocated() / 1e9 if device.type == "cuda" else None})
     print(json.dumps({
-        "benchmark": "epoch", "command": "python benchmarks/epoch.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "device": str(device),
-        "hardware": hardware(device), "torch": torch.__version__, "batch": a.batch, "amp": amp,
+        "benchmark": "epoch",
+        **provenance("python benchmarks/epoch.py " + " ".join(argv if argv is not None else sys.argv[1:]), str(device)),
+        "device": str(device), "batch": a.batch, "amp": amp,
         "allocator": "keep_freed_memory" if kept else "glibc default",
         "data": f"{data.source} ({len(data.y_train)} train, {len(data.y_test)} test)", "compile": a.compile, "fast": a.fast,
         "detach_inner": a.detach_inner, "runs": runs}, indent=2))

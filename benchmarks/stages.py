@@ -15,7 +15,6 @@ Prints one JSON object.
 import argparse
 import json
 import sys
-from datetime import datetime, timezone
 
 import torch
 
@@ -23,7 +22,8 @@ from capsedu.core.capsnet import CapsNet
 from capsedu.core.routing import dynamic_routing
 from capsedu.data.mnist import load_dataset
 from capsedu.runtime.allocator import keep_freed_memory
-from capsedu.runtime.device import hardware, resolve_amp, resolve_device
+from capsedu.runtime.device import resolve_amp, resolve_device
+from capsedu.runtime.results import provenance
 from capsedu.speed import bench
 from capsedu.speed.fast import accelerate, fused_routing
 from capsedu.speed.naive import NaiveCapsNet
@@ -69,9 +69,8 @@ def main(argv=None):
         batch.append({"batch": b, "seconds_per_step": sec, "images_per_s": b / sec})
     print(json.dumps({
         "benchmark": "stages",
-        "command": "python benchmarks/stages.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "device": str(device),
-        "hardware": hardware(device), "torch": torch.__version__, "batch": a.batch,
+        **provenance("python benchmarks/stages.py " + " ".join(argv if argv is not None else sys.argv[1:]), str(device)),
+        "device": str(device), "batch": a.batch,
         "u_hat_mb": u_hat.numel() * u_hat.element_size() / 2**20,
         "stages": stages, "routing": routing, "graph_mb": graph_mb, "batch_scaling": batch}, indent=2))
 

@@ -11,14 +11,14 @@ what this machine can do, so that machine load affects all alike. Prints one JSO
 import argparse
 import json
 import sys
-from datetime import datetime, timezone
 
 import torch
 
 from capsedu.core.capsnet import CapsNet
 from capsedu.data.mnist import load_dataset
 from capsedu.runtime.allocator import keep_freed_memory
-from capsedu.runtime.device import hardware, resolve_amp, resolve_device
+from capsedu.runtime.device import resolve_amp, resolve_device
+from capsedu.runtime.results import provenance
 from capsedu.speed import bench
 from capsedu.speed.fast import accelerate
 from capsedu.speed.naive import NaiveCapsNet
@@ -61,9 +61,9 @@ def main(argv=None):
     fast = "fast" if amp != "off" else "fast_fp32"
     result = {
         "benchmark": "train_step",
-        "command": "python benchmarks/train_step.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "device": str(device), "hardware": hardware(device), "torch": torch.__version__,
+        **provenance("python benchmarks/train_step.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+                     str(device)),
+        "device": str(device),
         "allocator": allocator, "amp_of_fast_path": amp,
         "batch": a.batch, "rounds": a.rounds, "steps_per_round": a.steps,
         "images_per_s": {k: a.batch / sec[k] for k in fns if not k.startswith("conv")},

@@ -13,10 +13,8 @@ import json
 import statistics
 import sys
 import time
-from datetime import datetime, timezone
 
 import matplotlib
-import torch
 
 from capsedu.data.mnist import load_dataset  # noqa: E402
 from capsedu.figures.frames import PAPER_DELTAS
@@ -25,7 +23,7 @@ from capsedu.figures.widgets import (  # noqa: E402
     routing_explorer,
     squash_explorer,
 )
-from capsedu.runtime.device import hardware  # noqa: E402
+from capsedu.runtime.results import provenance  # noqa: E402
 from capsedu.training.pretrained import load_capsnet  # noqa: E402
 
 LIMIT_MS = 100.0
@@ -82,9 +80,9 @@ def main(argv=None):
         results[name] = summary(timed(events, max(a.repeats, len(events)), setup))
     worst = max(v["median_ms"] for v in results.values())
     print(json.dumps({
-        "benchmark": "widgets", "command": "python benchmarks/widgets.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "hardware": hardware(torch.device("cpu")), "torch": torch.__version__, "matplotlib": matplotlib.__version__,
+        "benchmark": "widgets",
+        **provenance("python benchmarks/widgets.py " + " ".join(argv if argv is not None else sys.argv[1:]), "cpu"),
+        "matplotlib": matplotlib.__version__,
         "limit_ms": LIMIT_MS, "all_medians_under_limit": worst < LIMIT_MS, "worst_median_ms": worst,
         "updates": results,
     }, indent=2))

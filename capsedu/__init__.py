@@ -31,7 +31,7 @@ Chapter 0 (``book/00_setup.ipynb``) tabulates what each chapter trains in each m
 """
 import os
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 # The one place for the repository and the revision the notebooks install in Colab (their
 # first cell repeats both; tests/test_colab_install.py checks the copies, and
@@ -43,6 +43,7 @@ MODES = ("smoke", "quick", "gpu", "full")
 PRESET_NAMES = (*MODES, "long")             # every stored-run experiment's presets (long: the stored CPU run)
 SOURCES = ("auto", "sample", "full", "idx")  # where MNIST comes from (capsedu.data.mnist.load_dataset)
 AMP_CHOICES = ("auto", "bf16", "fp16", "off")  # mixed precision (capsedu.runtime.device.resolve_amp)
+LR_SCHEDULES = ("step", "constant", "cosine")  # the learning rate over a run (capsedu.training.loop.fit)
 
 
 def current_mode() -> str:

@@ -7,9 +7,12 @@
 - ``two-digits``: Su Jianlin's two-digit experiment (train on single digits, test on
   pairs), with the book's settings for a mode (``--preset``); the results as JSON.
 - ``robustness``, ``ablation``, ``multimnist``: chapter 9's reruns of the paper's three
-  experiments (``capsedu.experiments.shared.arguments``); JSON on stdout and in ``--out``, resumable.
-- ``compare-routing``: chapter 10's four routing methods on one budget
-  (``capsedu.experiments.compare_routing.cli``); JSON on stdout and in ``--out``, resumable.
+  experiments, and ``compare-routing``: chapter 10's four routing methods on one budget (all four
+  in ``capsedu.experiments.shared.arguments``); JSON on stdout and in ``--out``.
+
+One resume rule for every command that writes a stored run (``train`` and all of the above):
+rerunning it with an existing ``--out`` resumes when the stored settings match, ``--fresh``
+starts over, and other settings are a one-line error that names them.
 
 Bad arguments exit with code 2 and one line; errors at run time with code 1 and
 one line (set ``CAPSEDU_DEBUG=1`` for the full traceback). torch is imported only
@@ -50,7 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
 
     t = sub.add_parser("train", help="train the paper's CapsNet", formatter_class=fmt,
-                       description="Train CapsNet (Sabour et al., 2017). Rerun the same command to resume.")
+                       description="Train CapsNet (Sabour et al., 2017). Rerun the same command to resume "
+                       "(--fresh starts over).")
     data_args(t, "auto")
     t.add_argument("--epochs", type=positive_int, default=10, help="passes over the training set")
     t.add_argument("--batch-size", type=positive_int, default=128, help="images per step")
@@ -58,8 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--routing", choices=("hinton", "su"), default="hinton", help="routing update")
     t.add_argument("--iterations", type=positive_int, default=3, help="routing iterations")
     t.add_argument("--out", default="runs/capsnet", help="folder for checkpoint.pt and metrics.json")
-    t.add_argument("--no-resume", action="store_true",
-                   help="start fresh: an old checkpoint in --out is replaced once the first new epoch is saved")
+    from capsedu.experiments.shared.arguments import add_fresh_argument
+    add_fresh_argument(t)
     t.add_argument("--amp", choices=AMP_CHOICES, default="auto",
                    help="mixed precision; auto: bf16 where the device has it natively (CUDA 8.0+, CPUs with "
                    "AVX512-BF16/AMX), fp16 with a GradScaler on CUDA 7.x (T4, V100), else off")
@@ -92,26 +96,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     two_digit_arguments(d)
     d.set_defaults(func=cmd_two_digits)
-    from capsedu.experiments.shared.arguments import (  # chapter 9's three experiments
-        EXPERIMENTS,
-    )
+    from capsedu.experiments.shared.arguments import EXPERIMENTS
     from capsedu.experiments.shared.arguments import (
         add_cli_arguments as paper_arguments,
     )
-    for name, (*_, about) in EXPERIMENTS.items():
+    for name, (*_, about) in EXPERIMENTS.items():  # chapter 9's three experiments and chapter 10's comparison
         paper_arguments(sub.add_parser(name, help=about + " (JSON)", formatter_class=fmt, description=about + "; "
-                                       "the result as JSON on stdout (and in --out). Rerun with --resume to finish "
-                                       "an interrupted run."), name)
+                                       "the result as JSON on stdout (and in --out). Rerun the same command to "
+                                       "finish an interrupted run (--fresh starts over)."), name)
         sub.choices[name].set_defaults(func=cmd_paper_experiment)
-    from capsedu.experiments.compare_routing.cli import (
-        add_cli_arguments as compare_routing_arguments,  # chapter 10
-    )
-    c = sub.add_parser("compare-routing", help="dynamic, EM, self-attention and no routing on one budget (JSON)",
-                       formatter_class=fmt, description="Train the four routing methods of chapter 10 on the same "
-                       "data and budget; the result as JSON on stdout (and in --out). Rerun with --resume to "
-                       "finish an interrupted run.")
-    compare_routing_arguments(c)
-    c.set_defaults(func=cmd_compare_routing)
     return parser
 
 
@@ -132,11 +125,6 @@ def cmd_info(args) -> int:
 
 def cmd_paper_experiment(args) -> int:
     from capsedu.experiments.shared.arguments import cli_main
-    return cli_main(args)
-
-
-def cmd_compare_routing(args) -> int:
-    from capsedu.experiments.compare_routing.cli import cli_main
     return cli_main(args)
 
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The long runs whose JSON the chapters show beside their live previews, one after another.
-# Each command resumes: rerun this script after an interruption and finished runs are skipped.
+# Each command resumes (the one rule: same settings resume, --fresh starts over): rerun this script
+# after an interruption and finished runs are skipped, an unfinished one continues from its checkpoint.
 # Sized for a 2-core CPU (see results/README.md for the wall times measured); run it in the
 # background: setsid nohup nice bash scripts/stored_runs.sh > runs.log 2>&1 &
 set -euo pipefail
@@ -25,9 +26,9 @@ capsedu $V --models capsule-su --squash-k 1 --out results/two_digits_variants/sq
 capsedu $V --models capsule-su --init torch --out results/two_digits_variants/torch_init.json
 # Chapters 9 and 10 side by side, one thread each, so that both cores work on a 2-core machine.
 # Chapter 10: four routing methods on one budget, EM most of the time.
-capsedu compare-routing --preset long --out results/compare_routing.json --resume --threads 1 &
+capsedu compare-routing --preset long --out results/compare_routing.json --threads 1 &
 # Chapter 9: the paper's three experiments (MultiMNIST also stores its fp16 weights, sha256 in the JSON).
-capsedu multimnist --preset long --out results/ --resume --threads 1
-capsedu ablation --preset long --out results/ --resume --threads 1
-capsedu robustness --preset long --out results/ --resume --threads 1
+capsedu multimnist --preset long --out results/ --threads 1
+capsedu ablation --preset long --out results/ --threads 1
+capsedu robustness --preset long --out results/ --threads 1
 wait

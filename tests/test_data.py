@@ -222,6 +222,8 @@ def shift_reference(img, dy, dx):
     """img (C,H,W) moved down by dy and right by dx, zero filled (slicing, for the test only)."""
     out = torch.zeros_like(img)
     H, W = img.shape[1:]
+    if abs(dy) >= H or abs(dx) >= W:
+        return out  # moved off the image entirely
     out[:, max(dy, 0):H + min(dy, 0), max(dx, 0):W + min(dx, 0)] = \
         img[:, max(-dy, 0):H + min(-dy, 0), max(-dx, 0):W + min(-dx, 0)]
     return out
@@ -260,6 +262,28 @@ def test_random_shift_same_shift_for_all_channels_and_reproducible():
         data.random_shift(x, 10)
     with pytest.raises(ValueError, match="B, C, H, W"):
         data.random_shift(x[0], 2)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.uint8])
+def test_shift_images_is_the_one_shift(dtype):
+    """shift_images moves each image by its own (dy, dx), any sign or size, zero filled, all channels alike."""
+    x = (torch.rand(7, 2, 6, 9, generator=torch.Generator().manual_seed(0)) * 200 + 1).to(dtype)
+    dy, dx = torch.tensor([0, 1, -2, 5, -6, 9, 3]), torch.tensor([0, -1, 3, -8, 9, 0, -12])
+    out = data.shift_images(x, dy, dx)
+    assert out.shape == x.shape and out.dtype == dtype
+    for img, res, a, b in zip(x, out, dy.tolist(), dx.tolist()):
+        assert torch.equal(res, shift_reference(img, a, b))
+
+
+def test_random_shift_draws_two_rows_dy_then_dx():
+    """The draw the stored runs used: one (2, B) tensor, first row dy, second dx (CPU generator or global seed)."""
+    x = torch.rand(50, 1, 12, 12)
+    dy, dx = torch.randint(-3, 4, (2, 50), generator=torch.Generator().manual_seed(8))
+    assert torch.equal(data.random_shift(x, 3, generator=torch.Generator().manual_seed(8)), data.shift_images(x, dy, dx))
+    torch.manual_seed(9)
+    out = data.random_shift(x, 3)
+    torch.manual_seed(9)
+    assert torch.equal(out, data.shift_images(x, *torch.randint(-3, 4, (2, 50))))
 
 
 # ---------------------------------------------------------------- composites
@@ -313,3 +337,35 @@ def test_overlapping_pairs_content_and_clamp():
         marked = (img[0, 18, 13:23] == 0.6).nonzero().flatten()  # row 14 + 4, columns 9..18 + 4
         assert torch.equal(marked, t.nonzero().flatten())
         assert img[0, 9, 9] == 1.0 and img.sum() == pytest.approx(2.2)
+
+
+def test_overlapping_pairs_separate_digits(sample):
+    """separate=True (chapter 9's MultiMNIST): overlay, lower-class digit, higher-class digit; each digit
+    centred, then shifted as pad_and_shift draws it, lower class first."""
+    from capsedu.data.pairs import distinct_pairs
+    x, y = sample.x_test[:300], sample.y_test[:300]
+    images, targets = data.overlapping_pairs(x, y, 80, 36, 4, torch.Generator().manual_seed(0), separate=True)
+    assert images.shape == (80, 3, 36, 36) and targets.shape == (80, 10) and (targets.sum(1) == 2).all()
+    assert torch.equal(images[:, 0], (images[:, 1] + images[:, 2]).clamp(max=1))
+    g = torch.Generator().manual_seed(0)
+    i, j, t = distinct_pairs(x, y, 80, g)
+    lo, hi = torch.minimum(y[i], y[j]), torch.maximum(y[i], y[j])
+    first = torch.where(y[i] < y[j], i, j)
+    second = torch.where(y[i] < y[j], j, i)
+    assert torch.equal(t, targets) and torch.equal(y[first], lo) and torch.equal(y[second], hi)
+    assert torch.equal(images[:, 1:2], data.pad_and_shift(x[first], 36, 4, g))
+    assert torch.equal(images[:, 2:3], data.pad_and_shift(x[second], 36, 4, g))
+    again, _ = data.overlapping_pairs(x, y, 80, 36, 4, torch.Generator().manual_seed(0), separate=True)
+    assert torch.equal(images, again)
+
+
+def test_overlapping_pairs_overlay_shifts_as_random_shift(sample):
+    """The overlay alone (chapter 7): digits in draw order, each centred, then random_shift's draw."""
+    from capsedu.data.pairs import distinct_pairs
+    x, y = sample.x_test[:300], sample.y_test[:300]
+    images, _ = data.overlapping_pairs(x, y, 80, 36, 4, torch.Generator().manual_seed(1))
+    g = torch.Generator().manual_seed(1)
+    i, j, _ = distinct_pairs(x, y, 80, g)
+    a = data.random_shift(data.center_on_canvas(x[i], 36), 4, g)
+    b = data.random_shift(data.center_on_canvas(x[j], 36), 4, g)
+    assert torch.equal(images, (a + b).clamp(max=1))

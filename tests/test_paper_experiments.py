@@ -11,8 +11,9 @@ from capsedu import PRESET_NAMES
 from capsedu.core.capsnet import CapsNet
 from capsedu.core.params import count_parameters
 from capsedu.data.mnist import load_dataset
+from capsedu.data.pairs import overlapping_pairs
 from capsedu.experiments import ablation, multimnist, robustness
-from capsedu.experiments.multimnist import PairCapsNet, make_pairs
+from capsedu.experiments.multimnist import PairCapsNet
 from capsedu.experiments.shared.arguments import EXPERIMENTS
 from capsedu.methods.baseline_cnn import BaselineCNN, BaselineConfig
 
@@ -56,11 +57,13 @@ def test_capsnet_on_padded_canvases(size, primary):
 
 
 def test_pairs_hold_the_overlay_and_its_two_digits(data):
-    x, t = make_pairs(data.x_test[:200], data.y_test[:200], 50, 36, 4, torch.Generator().manual_seed(0))
+    x, t = overlapping_pairs(data.x_test[:200], data.y_test[:200], 50, 36, 4, torch.Generator().manual_seed(0),
+                             separate=True)
     assert x.shape == (50, 3, 36, 36) and t.shape == (50, 10)
     assert (t.sum(1) == 2).all()
     assert torch.equal(x[:, 0], (x[:, 1] + x[:, 2]).clamp(max=1))
-    again, _ = make_pairs(data.x_test[:200], data.y_test[:200], 50, 36, 4, torch.Generator().manual_seed(0))
+    again, _ = overlapping_pairs(data.x_test[:200], data.y_test[:200], 50, 36, 4, torch.Generator().manual_seed(0),
+                                 separate=True)
     assert torch.equal(x, again)
 
 
@@ -182,15 +185,16 @@ def test_resume_skips_finished_runs(data, tmp_path, monkeypatch):
     config = _tiny("robustness")
     out = tmp_path / "r.json"
     first = _run("robustness", dataclasses.replace(config, seeds=(0,)), data=data, out=out)
-    with pytest.raises(ValueError, match="holds a run with other settings"):
+    with pytest.raises(ValueError, match=r"other settings \(seeds: \[0\] there, \[0, 1\] here\); pass --fresh"):
         _run("robustness", config, data=data, out=out)  # seeds differ from the file's
     calls = []
     real = robustness.train_epochs
     monkeypatch.setattr(robustness, "train_epochs", lambda *a, **k: calls.append(k["desc"]) or real(*a, **k))
     again = _run("robustness", dataclasses.replace(config, seeds=(0,)), data=data, out=out)
     assert calls == [] and again["runs"] == first["runs"]
-    fresh = _run("robustness", dataclasses.replace(config, seeds=(0,)), data=data, out=out, resume=False)
-    assert len(calls) == 2 and len(fresh["runs"]) == 2
+    assert again["resumed"] == 1 and again["started"] == first["date"]
+    fresh = _run("robustness", dataclasses.replace(config, seeds=(0,)), data=data, out=out, fresh=True)
+    assert len(calls) == 2 and len(fresh["runs"]) == 2 and "resumed" not in fresh
 
 
 def test_an_interrupted_run_keeps_its_finished_runs_and_a_summary(data, tmp_path, monkeypatch):
@@ -228,8 +232,41 @@ def test_cli_writes_and_prints_json(tmp_path):
     assert printed == stored and stored["settings"]["seeds"] == [3] and stored["preset"] == "smoke"
     assert stored["command"].startswith("python -m capsedu multimnist --preset smoke")
     assert (tmp_path / "multimnist_seed3.pt").is_file()
-    again = _cli("multimnist", "--preset", "smoke", "--seeds", "3", "--out", str(tmp_path))
-    assert again.returncode == 1 and "pass --resume" in again.stderr
+    again = _cli("multimnist", "--preset", "smoke", "--seeds", "3", "--out", str(tmp_path), "--no-progress")
+    assert again.returncode == 0, again.stderr       # the same command resumes: nothing left to train
+    resumed = json.loads(again.stdout)
+    assert resumed["runs"] == stored["runs"] and resumed["resumed"] == 1 and resumed["started"] == stored["date"]
+    other = _cli("multimnist", "--preset", "smoke", "--seeds", "3", "--epochs", "2", "--out", str(tmp_path))
+    err = other.stderr.strip().splitlines()
+    assert other.returncode == 1 and len(err) == 1 and "epochs: 1 there, 2 here" in err[0] and "--fresh" in err[0]
+
+
+# ---------------------------------------------------------------- the resume rule, command by command
+@pytest.mark.parametrize("command", list(EXPERIMENTS))
+def test_every_command_resumes_on_match_and_starts_over_with_fresh(command, tmp_path, capsys, monkeypatch):
+    import importlib
+
+    from capsedu.cli import main
+    from capsedu.experiments.shared.runs import settings
+    module_name, runner, epochs_field, *_ = EXPERIMENTS[command]
+    module = importlib.import_module(f"capsedu.experiments.{module_name}")
+    seen = []
+    monkeypatch.setattr(module, runner, lambda config, **kw: seen.append(kw["fresh"]) or {"ok": True})
+    monkeypatch.setattr("capsedu.data.mnist.load_dataset", lambda *a, **k: None)
+    out = tmp_path / module.DEFAULT_NAME
+    config = module.PRESETS["smoke"]
+    out.write_text(json.dumps({"settings": settings(config), "runs": []}))
+    argv = [command, "--preset", "smoke", "--out", str(tmp_path), "--no-progress"]
+    assert main(argv) == 0 and seen == [False]                          # same settings: resumed
+    capsys.readouterr()
+    assert main([*argv, "--epochs", "7"]) == 1                          # other settings: one line, no run
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{epochs_field}: {getattr(config, epochs_field)} there, 7 here" in err[0]
+    assert "pass --fresh to start over" in err[0] and seen == [False]
+    assert main([*argv, "--epochs", "7", "--fresh"]) == 0 and seen == [False, True]
+    with pytest.raises(SystemExit) as stop:                            # the old flag is gone
+        main([*argv, "--resume"])
+    assert stop.value.code == 2
 
 
 @pytest.mark.parametrize("args", [

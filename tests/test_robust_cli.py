@@ -59,21 +59,21 @@ def trained(tmp_path_factory):
     (["--source", "idx", "--root", "/nonexistent/idx"], "IDX folder /nonexistent/idx not found"),
     (["--limit", "0"], "expected a positive integer, got '0'"),
 ])
-def test_no_resume_with_bad_arguments_keeps_the_checkpoint(trained, capsys, extra, match):
+def test_fresh_with_bad_arguments_keeps_the_checkpoint(trained, capsys, extra, match):
     before = snapshot(trained)
     try:
-        code, _, err = run(capsys, *TRAIN, "--out", str(trained), "--no-resume", *extra)
+        code, _, err = run(capsys, *TRAIN, "--out", str(trained), "--fresh", *extra)
     except SystemExit as exit:                                           # argparse: exit 2
         code, err = exit.code, capsys.readouterr().err.strip().splitlines()
     assert code in (1, 2) and len(err) == 1 and re.search(match, err[0]), err
     assert snapshot(trained) == before                                   # nothing removed or rewritten
 
 
-def test_no_resume_replaces_the_checkpoint_only_with_a_new_one(trained, capsys, tmp_path):
+def test_fresh_replaces_the_checkpoint_only_with_a_new_one(trained, capsys, tmp_path):
     out = tmp_path / "run"
     out.mkdir()
     (out / "checkpoint.pt").write_bytes((trained / "checkpoint.pt").read_bytes())
-    code, stdout, _ = run(capsys, *TRAIN, "--out", str(out), "--no-resume", "--seed", "3")  # another run's settings
+    code, stdout, _ = run(capsys, *TRAIN, "--out", str(out), "--fresh", "--seed", "3")  # another run's settings
     assert code == 0 and "replaced after the first new epoch" in stdout
     assert torch.load(out / "checkpoint.pt", weights_only=True)["meta"]["seed"] == 3
     assert sorted(os.listdir(out)) == ["checkpoint.pt", "metrics.json"]

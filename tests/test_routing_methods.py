@@ -279,7 +279,7 @@ def test_compare_routing_resumes_without_training(compared, sample, monkeypatch)
     monkeypatch.setattr(cr, "train_epochs", lambda *a, **k: pytest.fail("a finished run was trained again"))
     again = cr.compare_routing(cr.CompareConfig(**TINY), out=out, data=sample, progress=False)
     assert again["runs"] == before
-    with pytest.raises(ValueError, match="other settings"):
+    with pytest.raises(ValueError, match=r"other settings \(epochs: 1 there, 2 here\); pass --fresh"):
         cr.compare_routing(cr.CompareConfig(**{**TINY, "epochs": 2}), out=out, data=sample, progress=False)
 
 
@@ -302,7 +302,8 @@ def test_compare_routing_cli_checks_out_first(tmp_path, capsys):
     existing = tmp_path / "compare_routing.json"
     existing.write_text("{}")
     assert main(["compare-routing", "--preset", "smoke", "--out", str(tmp_path)]) == 1   # a folder: file inside
-    assert "--resume" in capsys.readouterr().err
+    err = capsys.readouterr().err.strip()
+    assert "no settings" in err and "pass --fresh to start over" in err and len(err.splitlines()) == 1
     with pytest.raises(SystemExit) as stop:
         main(["compare-routing", "--preset", "huge"])
     assert stop.value.code == 2

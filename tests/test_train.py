@@ -198,7 +198,8 @@ def run_cli(*args):
 def test_cli_help_and_bad_arguments():
     top, train = run_cli("--help"), run_cli("train", "--help")
     assert top.returncode == 0 and all(c in top.stdout for c in ("train", "evaluate", "info"))
-    assert train.returncode == 0 and "--epochs" in train.stdout and "--no-resume" in train.stdout
+    assert train.returncode == 0 and "--epochs" in train.stdout and "--fresh" in train.stdout
+    assert "--no-resume" not in train.stdout
     for bad in (["train", "--epochs", "0"], ["train", "--batch-size", "-5"], ["train", "--routing", "em"], []):
         r = run_cli(*bad)
         assert r.returncode == 2, bad
@@ -235,7 +236,10 @@ def test_cli_train_resume_and_evaluate(digits, tmp_path, monkeypatch, capsys):
 
     assert cli.main(args[:4] + ["32"] + args[5:]) == 1   # --limit 32: not the stored run
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "n_train" in err[0] and "checkpoint" in err[0]
+    assert len(err) == 1 and "n_train" in err[0] and "checkpoint" in err[0] and "pass --fresh to start over" in err[0]
+    assert cli.main(args[:4] + ["32"] + args[5:] + ["--fresh"]) == 0   # --fresh: the other run starts over
+    assert json.loads((out / "metrics.json").read_text())["dataset"]["train"] == 32
+    assert cli.main(args[:4] + ["32"] + args[5:]) == 0                 # the same command again: resumed (all done)
     (out / "checkpoint.pt").write_bytes(b"garbage")
     assert cli.main(["evaluate", "--checkpoint", str(out / "checkpoint.pt")]) == 1
     assert "corrupt" in capsys.readouterr().err

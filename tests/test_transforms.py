@@ -12,6 +12,7 @@ from capsedu.data.transforms import (
     center_on_canvas,
     pad_and_shift,
     random_affine,
+    shift_images,
 )
 
 
@@ -94,6 +95,22 @@ def test_pad_and_shift_moves_whole_digits(digits):
     start_x = (center_on_canvas(x, 40).sum(dim=2).squeeze(1) * cols).sum(1) / x.sum(dim=(1, 2, 3))
     moved = (centre_x - start_x).round()
     assert moved.min() == -6 and moved.max() == 6
+
+
+@pytest.mark.parametrize("canvas, max_shift", [(28, 0), (36, 4), (40, 6), (41, 12), (64, 63)])
+def test_pad_and_shift_is_a_whole_pixel_shift_drawn_as_x_y_pairs(digits, canvas, max_shift):
+    """pad_and_shift = centre, then shift_images by one (B, 2) draw of (x, y) offsets; the same pixels
+    as sampling the shifted grid with affine_grid + grid_sample (nearest), as it did before."""
+    x = digits[0][:60]
+    out = pad_and_shift(x, canvas, max_shift, _generator(11))
+    offsets = torch.randint(-max_shift, max_shift + 1, (60, 2), generator=_generator(11))  # (B, 2): x, y
+    centred = center_on_canvas(x, canvas)
+    assert torch.equal(out, shift_images(centred, offsets[:, 1], offsets[:, 0]))
+    theta = torch.eye(2, 3).repeat(60, 1, 1)
+    theta[:, :, 2] = -offsets.float() * (2 / canvas)
+    grid = torch.nn.functional.affine_grid(theta, list(centred.shape), align_corners=False)
+    sampled = torch.nn.functional.grid_sample(centred, grid, mode="nearest", padding_mode="zeros", align_corners=False)
+    assert torch.equal(out, sampled)
 
 
 @pytest.mark.parametrize("call, message", [

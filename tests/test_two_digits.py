@@ -26,10 +26,10 @@ from capsedu.experiments.two_digits.run import (
     format_table,
     make_model,
     pair_metrics,
-    set_hits,
     two_digit_experiment,
     two_digit_test_set,
 )
+from capsedu.training.evaluation import count_correct, set_border, set_hits
 
 
 def pair(*classes, n=10):
@@ -86,6 +86,42 @@ def test_single_digits_use_the_same_rule():
     scores = torch.tensor([[0.1, 0.8, 0.3], [0.4, 0.4, 0.1], [0.2, 0.1, 0.3]])
     targets = torch.nn.functional.one_hot(torch.tensor([1, 0, 2]), 3)
     assert set_hits(scores, targets).tolist() == [True, False, True]
+
+
+def test_count_correct_and_set_hits_agree_on_ties():
+    """One rule in two forms: count_correct (unchecked, for training) counts exactly set_hits' hits,
+    border ties included (the k-th and (k+1)-th scores equal: a miss), for any k."""
+    scores = torch.tensor([
+        [0.9, 0.6, 0.6, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],  # tie at the border of the top-2: a miss
+        [0.7, 0.7, 0.2, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],  # tie between the two true classes: a hit
+        [0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5],  # all equal: a miss
+        [1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],  # saturated: a three-way tie, a miss
+        [0.9, 0.8, 0.1, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],  # plain hit
+    ])
+    targets = torch.stack([pair(0, 1)] * 5)
+    assert set_hits(scores, targets).tolist() == [False, True, False, False, True]
+    assert count_correct(scores, targets).item() == 2
+    lowest_true, highest_false = set_border(scores, targets)
+    assert (lowest_true == highest_false).tolist() == [True, False, True, True, False]
+    g = torch.Generator().manual_seed(0)                             # many ties: scores on a coarse grid
+    for k in (1, 2, 3):
+        scores = torch.randint(0, 4, (500, 10), generator=g).float() / 4
+        targets = (torch.rand(500, 10, generator=g).argsort(1) < k).float()
+        hits = set_hits(scores, targets)
+        assert 0 < hits.sum() < 500
+        assert count_correct(scores, targets).item() == hits.sum().item()
+        assert count_correct(scores.half(), targets).item() == hits.sum().item()
+
+
+def test_count_correct_outside_set_hits_domain():
+    """count_correct checks nothing: a row with no true class or a NaN score is a miss; integer labels
+    use argmax, where a tie goes to the lower class (one-hot float targets would count it as a miss)."""
+    scores = torch.tensor([[0.9, 0.1, 0.0], [math.nan, 0.9, 0.1], [0.2, 0.9, math.nan]])
+    targets = torch.tensor([[0.0, 0.0, 0.0], [0.0, 1.0, 0.0], [1.0, 1.0, 0.0]])
+    assert count_correct(scores, targets).item() == 0
+    tied = torch.tensor([[0.6, 0.6, 0.1]])
+    assert count_correct(tied, torch.tensor([0])).item() == 1 and count_correct(tied, torch.tensor([1])).item() == 0
+    assert count_correct(tied, torch.tensor([[1.0, 0.0, 0.0]])).item() == 0
 
 
 @pytest.mark.parametrize("scores, targets, match", [
@@ -227,33 +263,60 @@ def test_one_seed_has_no_spread(digits):
     assert r["table"][0]["single_acc_std"] is None and r["config"]["seeds"] == [3]
 
 
-def test_resume_keeps_finished_runs_and_trains_only_the_rest(digits, tmp_path):
+def test_resume_keeps_finished_runs_and_trains_only_the_rest(digits, tmp_path, monkeypatch):
+    import capsedu.experiments.two_digits.run as run_module
     config = TwoDigitConfig(models=("pooling", "capsule-su"), seeds=(0,), epochs=2, batch_size=16, n_pairs=20)
-    seen = []
-    full = two_digit_experiment(digits, config, device="cpu", progress=False, on_run_end=seen.append)
-    assert [len(s["runs"]) for s in seen] == [1, 2]                      # saved after every run
-    partial = seen[0]
+    full = two_digit_experiment(digits, config, device="cpu", progress=False)
+    out, real, calls = tmp_path / "r.json", run_module.fit, []
+
+    def second_run_interrupted(*args, **kwargs):
+        calls.append(kwargs["checkpoint"])
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+    monkeypatch.setattr(run_module, "fit", second_run_interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        two_digit_experiment(digits, config, out=out, device="cpu", progress=False)
+    assert calls == [str(tmp_path / "r.ckpt" / f"{m}-seed0.pt") for m in config.models]  # one per run
+    partial = json.loads(out.read_text())                              # saved after every run
+    assert [r["model"] for r in partial["runs"]] == ["pooling"]
     partial["runs"][0]["marker"] = "kept"                              # a kept run is not retrained
-    resumed = two_digit_experiment(digits, config, device="cpu", progress=False, previous=partial,
-                                   checkpoint_dir=str(tmp_path))
-    assert resumed["runs"][0]["marker"] == "kept"
+    out.write_text(json.dumps(partial))
+    monkeypatch.setattr(run_module, "fit", real)
+    resumed = two_digit_experiment(digits, config, out=out, device="cpu", progress=False)
+    assert resumed["runs"][0]["marker"] == "kept" and resumed["resumed"] == 1
+    assert resumed["started"] == partial["date"]
     assert resumed["runs"][1] == {**full["runs"][1], "train_seconds": resumed["runs"][1]["train_seconds"]}
-    assert (tmp_path / "capsule-su-seed0.pt").exists() and not (tmp_path / "pooling-seed0.pt").exists()
+    assert not (tmp_path / "r.ckpt").exists()                          # every run is in the file now
     other = config.replace(margin_lam=0.5)
-    with pytest.raises(ValueError, match="other settings"):
-        two_digit_experiment(digits, other, device="cpu", progress=False, previous=partial)
+    with pytest.raises(ValueError, match=r"other settings \(margin_lam: 0.25 there, 0.5 here\); pass --fresh"):
+        two_digit_experiment(digits, other, out=out, device="cpu", progress=False)
+    fresh = two_digit_experiment(digits, other, out=out, fresh=True, device="cpu", progress=False)
+    assert "resumed" not in fresh and len(fresh["runs"]) == 2 and "marker" not in fresh["runs"][0]
 
 
-def test_a_run_interrupted_mid_way_resumes_from_its_checkpoint(digits, tmp_path):
+def test_a_run_interrupted_mid_way_resumes_from_its_checkpoint(digits, tmp_path, monkeypatch):
+    import capsedu.training.loop as loop
     config = TwoDigitConfig(models=("capsule-su",), seeds=(0,), epochs=2, batch_size=16, n_pairs=20, curve=True)
     straight = two_digit_experiment(digits, config, device="cpu", progress=False)
-    one = config.replace(epochs=1)                                     # "interrupted" after epoch 1 ...
-    two_digit_experiment(digits, one, device="cpu", progress=False, checkpoint_dir=str(tmp_path))
-    # ... a one-epoch checkpoint under the name of the two-epoch run resumes at epoch 2 (cosine differs, so
-    # compare only that the resumed run kept epoch 1's record and trained one more epoch)
-    resumed = two_digit_experiment(digits, config, device="cpu", progress=False, checkpoint_dir=str(tmp_path))
-    assert len(resumed["runs"][0]["curve"]["test_acc"]) == 2
-    assert len(straight["runs"][0]["curve"]["test_acc"]) == 2
+    real = loop.train_epoch
+
+    def interrupted_in_epoch_2(run, epoch, *args, **kwargs):
+        if epoch == 2:
+            raise KeyboardInterrupt
+        return real(run, epoch, *args, **kwargs)
+    monkeypatch.setattr(loop, "train_epoch", interrupted_in_epoch_2)
+    out = tmp_path / "r.json"
+    with pytest.raises(KeyboardInterrupt):
+        two_digit_experiment(digits, config, out=out, device="cpu", progress=False)
+    assert (tmp_path / "r.ckpt" / "capsule-su-seed0.pt").is_file() and not out.exists()
+    monkeypatch.setattr(loop, "train_epoch", real)
+    resumed = two_digit_experiment(digits, config, out=out, device="cpu", progress=False)  # continues at epoch 2
+
+    def timeless(run):
+        return {k: v for k, v in run.items() if k != "train_seconds"}
+    assert timeless(resumed["runs"][0]) == timeless(straight["runs"][0])  # bit-exact on a CPU
+    assert not (tmp_path / "r.ckpt").exists()
 
 
 @pytest.mark.parametrize("bad, match", [
@@ -331,5 +394,21 @@ def test_cli_prints_the_same_table_as_the_function_and_resumes(digits, capsys, t
     assert cli.main(args) == 0                                         # rerun: every run is already there
     again = json.loads(capsys.readouterr().out)
     assert again["runs"] == printed["runs"] and again["resumed"] == 1
-    assert cli.main(args[:-2] + ["--margin-lam", "0.5", "--out", str(tmp_path)]) == 1  # other settings: refused
-    assert "--fresh" in capsys.readouterr().err
+    other = args[:-2] + ["--margin-lam", "0.5", "--out", str(tmp_path)]
+    assert cli.main(other) == 1                                        # other settings: refused, one line
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "margin_lam: 0.25 there, 0.5 here" in err[0] and "pass --fresh to start over" in err[0]
+    assert cli.main([*other, "--fresh"]) == 0                          # --fresh: starts over
+    fresh = json.loads(capsys.readouterr().out)
+    assert "resumed" not in fresh and fresh["config"]["margin_lam"] == 0.5 and len(fresh["runs"]) == 4
+
+
+def test_each_run_stores_the_items_it_got_wrong(tiny_result, digits):
+    n_test = len(digits.y_test[:TINY.n_test])
+    for row in tiny_result["runs"]:
+        wrong = row["misses"]
+        assert set(wrong) == {"single", *TINY.layouts}
+        assert 1 - len(wrong["single"]) / n_test == pytest.approx(row["single_acc"], abs=1e-6)
+        for layout in TINY.layouts:
+            assert 1 - len(wrong[layout]) / TINY.n_pairs == pytest.approx(row[f"{layout}_top2"], abs=1e-6)
+            assert wrong[layout] == sorted(set(wrong[layout])) and all(0 <= i < TINY.n_pairs for i in wrong[layout])

@@ -2,7 +2,8 @@
 
 Imports torch only. The reader's path through it: ``squash`` -> ``losses`` -> ``routing`` ->
 ``layers`` -> ``capsnet`` (and ``heads``, the two networks of Su's two-digit experiment) ->
-``params``. Input checks live in ``checks``; each function the book prints calls them first.
+``params``. Each function the book prints calls its input checks first: ``checks``, or a named ``check_*``
+helper beside it; squash's numerical guards are ``max_scaled`` and ``squash_gain``, beside squash.
 """
 
 from capsedu.core.capsnet import CapsNet, CapsNetConfig, Decoder

@@ -10,7 +10,7 @@ import numbers
 
 import torch
 
-__all__ = ["check_tensor", "check_number", "check_count", "check_images"]
+__all__ = ["check_tensor", "check_number", "check_count", "check_sizes", "check_images"]
 
 
 def check_tensor(x, name: str) -> None:
@@ -35,6 +35,13 @@ def check_count(value, name: str, minimum: int = 1) -> None:
         raise TypeError(f"{name} must be an int >= {minimum}, got {type(value).__name__} {value!r}")
     if value < minimum:
         raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
+
+
+def check_sizes(owner: str, squash_k, **sizes) -> None:
+    """Each of ``sizes`` an int >= 1 and ``squash_k`` a finite number > 0; errors say '{owner}: {name}'."""
+    for name, value in sizes.items():
+        check_count(value, f"{owner}: {name}")
+    check_number(squash_k, f"{owner}: squash_k")
 
 
 def check_images(x, name: str = "images") -> None:

@@ -13,8 +13,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from capsedu.core.checks import check_count, check_number
-from capsedu.core.routing import ROUTING_MODES, dynamic_routing
+from capsedu.core.checks import check_sizes
+from capsedu.core.routing import check_routing_options, dynamic_routing
 from capsedu.core.squashing import squash
 
 __all__ = ["PrimaryCapsules", "DenseCapsules", "SharedCapsules"]
@@ -25,7 +25,14 @@ __all__ = ["PrimaryCapsules", "DenseCapsules", "SharedCapsules"]
 W_INIT_STD = 0.01
 
 
-def _check_capsules(u, n_in, in_dim, layer: str) -> None:
+def check_feature_maps(x, in_channels: int) -> None:
+    """PrimaryCapsules' input: (batch, in_channels, H, W)."""
+    if x.dim() != 4 or x.shape[1] != in_channels:
+        raise ValueError(f"PrimaryCapsules: expected feature maps (batch, {in_channels}, H, W), got {tuple(x.shape)}")
+
+
+def check_capsules(u, n_in, in_dim, layer: str) -> None:
+    """A routed layer's input: capsules (batch, n_in, in_dim); ``n_in=None`` accepts any number."""
     if not isinstance(u, torch.Tensor):
         raise TypeError(f"{layer}: expected a torch.Tensor, got {type(u).__name__}")
     want = f"(batch, {n_in if n_in else 'n_in'}, {in_dim})"
@@ -38,10 +45,8 @@ class PrimaryCapsules(nn.Module):
 
     def __init__(self, in_channels=256, capsule_types=32, capsule_dim=8, kernel_size=9, stride=2, squash_k=1.0):
         super().__init__()
-        for name, value in (("in_channels", in_channels), ("capsule_types", capsule_types),
-                            ("capsule_dim", capsule_dim), ("kernel_size", kernel_size), ("stride", stride)):
-            check_count(value, f"PrimaryCapsules: {name}")
-        check_number(squash_k, "PrimaryCapsules: squash_k")
+        check_sizes("PrimaryCapsules", squash_k, in_channels=in_channels, capsule_types=capsule_types,
+                    capsule_dim=capsule_dim, kernel_size=kernel_size, stride=stride)
         self.in_channels, self.capsule_types, self.capsule_dim = in_channels, capsule_types, capsule_dim
         self.squash_k = squash_k
         # ONE convolution with types*dim channels (the paper's "32 channels of 8-D
@@ -49,10 +54,7 @@ class PrimaryCapsules(nn.Module):
         self.conv = nn.Conv2d(in_channels, capsule_types * capsule_dim, kernel_size, stride)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dim() != 4 or x.shape[1] != self.in_channels:
-            raise ValueError(
-                f"PrimaryCapsules: expected feature maps (batch, {self.in_channels}, H, W), got {tuple(x.shape)}"
-            )
+        check_feature_maps(x, self.in_channels)
         y = self.conv(x)                                           # (B, T*D, H, W)
         B, _, H, W = y.shape
         # Channel t*D + d is dimension d of capsule type t; each grid cell of each
@@ -63,17 +65,12 @@ class PrimaryCapsules(nn.Module):
 
 
 class _RoutedCapsules(nn.Module):
-    """Shared by the two routed layers: predictions u_hat, then dynamic routing."""
+    """Shared by the two routed layers: predictions u_hat, then dynamic routing. Checks every argument."""
 
-    def __init__(self, in_dim, out_capsules, out_dim, iterations, routing, squash_k):
+    def __init__(self, in_dim, out_capsules, out_dim, iterations, routing, squash_k, **sizes):
         super().__init__()
-        if routing not in ROUTING_MODES:
-            raise ValueError(f"unknown routing mode {routing!r}; expected one of {ROUTING_MODES}")
-        if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
-            raise ValueError(f"iterations must be a positive int, got {iterations!r}")
-        for name, value in (("in_dim", in_dim), ("out_capsules", out_capsules), ("out_dim", out_dim)):
-            check_count(value, f"{type(self).__name__}: {name}")
-        check_number(squash_k, f"{type(self).__name__}: squash_k")
+        check_routing_options(iterations, routing)
+        check_sizes(type(self).__name__, squash_k, in_dim=in_dim, out_capsules=out_capsules, out_dim=out_dim, **sizes)
         self.in_dim, self.out_capsules, self.out_dim = in_dim, out_capsules, out_dim
         self.iterations, self.routing, self.squash_k = iterations, routing, squash_k
         # None: the readable dynamic_routing. capsedu.speed.fast.accelerate() puts a fused
@@ -88,10 +85,10 @@ class _RoutedCapsules(nn.Module):
         return self.route(self.predictions(u), return_history)
 
     def route(self, u_hat: torch.Tensor, return_history: bool = False):
-        """Predictions (B, N_in, N_out, D) -> output capsules (B, N_out, D) [, history]."""
-        if self.fast_routing is not None and not return_history:
-            return self.fast_routing(u_hat, self.iterations, self.routing, self.squash_k)
-        return dynamic_routing(u_hat, self.iterations, self.routing, return_history, self.squash_k)
+        """Predictions (B, N_in, N_out, D) -> output capsules (B, N_out, D) [, history]: chapter 3's routing."""
+        if self.fast_routing is None or return_history:
+            return dynamic_routing(u_hat, self.iterations, self.routing, return_history, self.squash_k)
+        return self.fast_routing(u_hat, self.iterations, self.routing, self.squash_k)  # set by speed.fast.accelerate
 
 
 class DenseCapsules(_RoutedCapsules):
@@ -99,13 +96,12 @@ class DenseCapsules(_RoutedCapsules):
 
     def __init__(self, in_capsules=1152, in_dim=8, out_capsules=10, out_dim=16,
                  iterations=3, routing="hinton", squash_k=1.0):
-        super().__init__(in_dim, out_capsules, out_dim, iterations, routing, squash_k)
-        check_count(in_capsules, "DenseCapsules: in_capsules")
+        super().__init__(in_dim, out_capsules, out_dim, iterations, routing, squash_k, in_capsules=in_capsules)
         self.in_capsules = in_capsules
         self.weight = nn.Parameter(W_INIT_STD * torch.randn(in_capsules, out_capsules, out_dim, in_dim))
 
     def predictions(self, u: torch.Tensor) -> torch.Tensor:
-        _check_capsules(u, self.in_capsules, self.in_dim, "DenseCapsules")
+        check_capsules(u, self.in_capsules, self.in_dim, "DenseCapsules")
         # u_hat_{j|i} = W_ij u_i for all b, i, j at once; W is never copied per example.
         # Stored as (B, N_out, N_in, D), the order routing works in; returned as the
         # (B, N_in, N_out, D) view that the routing contract names.
@@ -121,6 +117,6 @@ class SharedCapsules(_RoutedCapsules):
         self.weight = nn.Parameter(W_INIT_STD * torch.randn(out_capsules, out_dim, in_dim))
 
     def predictions(self, u: torch.Tensor) -> torch.Tensor:
-        _check_capsules(u, None, self.in_dim, "SharedCapsules")
+        check_capsules(u, None, self.in_dim, "SharedCapsules")
         u_hat = torch.einsum("jde,bie->bjid", self.weight, u).contiguous()  # stored as in DenseCapsules
         return u_hat.transpose(1, 2)                                # (B, N_in, N_out, D)

@@ -9,7 +9,8 @@ import torch.nn.functional as F
 
 from capsedu.core.checks import check_number, check_tensor
 
-__all__ = ["check_targets", "as_multi_hot", "margin_loss", "reconstruction_loss"]
+__all__ = ["check_targets", "as_multi_hot", "margin_loss", "reconstruction_loss", "check_margin_args",
+           "check_reconstruction_args"]
 
 
 def check_targets(targets, batch: int, classes: int, name: str = "targets", values: bool = True) -> None:
@@ -57,12 +58,9 @@ def margin_loss(lengths: torch.Tensor, targets: torch.Tensor, m_pos: float = 0.9
     Summed over classes, averaged over the batch. ``targets``: integer labels (B,) or
     multi-hot (B, C), so several digits may be present at once. ``lam`` down-weights
     the absent classes so that early training does not shrink every capsule.
+    The argument checks are ``check_margin_args`` (and ``check_targets``), below.
     """
-    check_tensor(lengths, "lengths")
-    if lengths.dim() != 2 or 0 in lengths.shape:
-        raise ValueError(f"lengths must have shape (batch, classes), both at least 1, got {tuple(lengths.shape)}")
-    for value, name in ((m_pos, "m_pos"), (m_neg, "m_neg"), (lam, "lam")):
-        check_number(value, f"margin_loss: {name}", allow_zero=True)
+    check_margin_args(lengths, m_pos, m_neg, lam)
     t = as_multi_hot(targets, *lengths.shape, lengths.device)
     v = lengths.float()
     present = t * F.relu(m_pos - v).pow(2)
@@ -71,7 +69,26 @@ def margin_loss(lengths: torch.Tensor, targets: torch.Tensor, m_pos: float = 0.9
 
 
 def reconstruction_loss(reconstructions: torch.Tensor, images: torch.Tensor, scale: float = 0.0005) -> torch.Tensor:
-    """scale * sum of squared pixel errors per image, averaged over the batch (the paper's 0.0005 x SSE)."""
+    """scale * sum of squared pixel errors per image, averaged over the batch (the paper's 0.0005 x SSE).
+
+    The argument checks are ``check_reconstruction_args``, below.
+    """
+    check_reconstruction_args(reconstructions, images, scale)
+    diff = reconstructions.float().flatten(1) - images.float().flatten(1)
+    return scale * diff.pow(2).sum(dim=1).mean()
+
+
+def check_margin_args(lengths, m_pos, m_neg, lam) -> None:
+    """``lengths`` a float (batch, classes) tensor; the margins and ``lam`` finite numbers >= 0."""
+    check_tensor(lengths, "lengths")
+    if lengths.dim() != 2 or 0 in lengths.shape:
+        raise ValueError(f"lengths must have shape (batch, classes), both at least 1, got {tuple(lengths.shape)}")
+    for value, name in ((m_pos, "m_pos"), (m_neg, "m_neg"), (lam, "lam")):
+        check_number(value, f"margin_loss: {name}", allow_zero=True)
+
+
+def check_reconstruction_args(reconstructions, images, scale) -> None:
+    """Two float batches of at least one image, the same number of pixels each; ``scale`` finite, >= 0."""
     check_tensor(reconstructions, "reconstructions")
     check_tensor(images, "images")
     check_number(scale, "reconstruction_loss: scale", allow_zero=True)
@@ -83,5 +100,3 @@ def reconstruction_loss(reconstructions: torch.Tensor, images: torch.Tensor, sca
             f"reconstructions {tuple(reconstructions.shape)} and images {tuple(images.shape)} "
             "must hold the same batch of the same number of pixels"
         )
-    diff = reconstructions.float().flatten(1) - images.float().flatten(1)
-    return scale * diff.pow(2).sum(dim=1).mean()

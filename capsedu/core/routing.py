@@ -23,7 +23,7 @@ import torch.nn.functional as F
 
 from capsedu.core.squashing import squash
 
-__all__ = ["dynamic_routing", "routing_loop", "check_routing_args", "ROUTING_MODES"]
+__all__ = ["dynamic_routing", "routing_loop", "check_routing_args", "check_routing_options", "ROUTING_MODES"]
 
 ROUTING_MODES = ("hinton", "su", "su-march")
 
@@ -40,10 +40,15 @@ def check_routing_args(u_hat, iterations, mode) -> None:
         raise TypeError(f"u_hat must be floating point, got dtype {u_hat.dtype}")
     if any(n == 0 for n in u_hat.shape):
         raise ValueError(f"u_hat must have no empty dimension, got shape {tuple(u_hat.shape)}")
-    if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
-        raise ValueError(f"iterations must be a positive int, got {iterations!r}")
+    check_routing_options(iterations, mode)
+
+
+def check_routing_options(iterations, mode) -> None:
+    """``iterations`` a positive int and ``mode`` one of ROUTING_MODES (the routed layers check these at construction)."""
     if mode not in ROUTING_MODES:
         raise ValueError(f"unknown routing mode {mode!r}; expected one of {ROUTING_MODES}")
+    if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
+        raise ValueError(f"iterations must be a positive int, got {iterations!r}")
 
 
 def routing_loop(u: torch.Tensor, iterations: int, mode: str, squash_k: float = 1.0,

@@ -33,30 +33,50 @@ def safe_norm(s: torch.Tensor, dim: int = -1, keepdim: bool = False, eps: float 
 def squash(s: torch.Tensor, dim: int = -1, k: float = 1.0, eps: float = 1e-8) -> torch.Tensor:
     """|s|^2 / (k + |s|^2) * s / |s|.  k = 1 is the paper's, k = 0.5 Su Jianlin's variant.
 
-    Computed as s * n / (k + n^2) with n = sqrt(|s|^2 + eps^2): no division by |s|, so
-    s = 0 maps to 0 with a finite gradient (``eps`` only keeps that gradient finite; it
-    changes lengths above 1e-4 by less than one part in 1e8). Exact for huge and tiny
-    vectors alike, in float32 at least: n is measured on s / max|s_i|, and n / (k + n^2)
-    is evaluated as 1 / (n + k / n) above n = 1, so nothing overflows. The output length is
-    capped one unit of the input's precision below 1, so it is < 1 even after rounding.
+    Written s * n / (k + n^2) with n = |s|, which never divides by |s|: s = 0 maps to 0.
+    ``check_squash_args`` checks the arguments; the numerical guards are the two helpers
+    below, ``max_scaled`` (no sum of squares overflows) and ``squash_gain`` (no n^2
+    overflows, and the length stays below 1 after rounding).
     """
+    check_squash_args(s, k, eps)
+    t, m, r = max_scaled(s, dim, eps)                               # s = m t, and n = |s| = m r
+    return (t * squash_gain(m, r, k, s.dtype)).to(s.dtype)          # s n / (k + n^2) = t * m n / (k + n^2)
+
+
+def check_squash_args(s, k, eps) -> None:
+    """``s`` a float tensor; ``k`` and ``eps`` finite numbers > 0 (compiled callers pass k as a traced number)."""
     check_tensor(s, "s")
-    if not torch.compiler.is_compiling():  # compiled callers (capsedu.speed.fast) pass k as a traced number
+    if not torch.compiler.is_compiling():
         check_number(k, "squash: k")
         check_number(eps, "squash: eps")
+
+
+def max_scaled(s: torch.Tensor, dim: int, eps: float):
+    """(t, m, r) with s = m t, m = max(max_i |s_i|, eps) and m r = sqrt(|s|^2 + eps^2), in float32 at least.
+
+    t's entries lie in [-1, 1] and r in [1, sqrt(D + 1)], so huge and tiny vectors alike are
+    measured without overflow or underflow. ``eps`` only keeps the gradient at s = 0 finite;
+    it changes lengths above 1e-4 by less than one part in 1e8.
+    """
     x = s.to(torch.promote_types(s.dtype, torch.float32))
     m = x.abs().amax(dim=dim, keepdim=True).clamp(min=eps)          # max(max|s_i|, eps) > 0
     t = x / m                                                       # entries in [-1, 1]
-    r = torch.sqrt(t.pow(2).sum(dim=dim, keepdim=True) + (eps / m) ** 2)  # n / m, in [1, sqrt(D + 1)]
-    n = m * r                                                       # may be inf beyond the dtype's range
-    big = n > 1.0
+    return t, m, torch.sqrt(t.pow(2).sum(dim=dim, keepdim=True) + (eps / m) ** 2)
+
+
+def squash_gain(m: torch.Tensor, r: torch.Tensor, k: float, dtype: torch.dtype) -> torch.Tensor:
+    """m n / (k + n^2) with n = m r (squash's factor on t), finite for every m and capped below length 1.
+
+    Above n = 1 it is evaluated as 1 / (r + k / (m n)), so n^2 never overflows; each branch
+    of ``torch.where`` sees only finite numbers, so its gradient is finite too. The output
+    length r * gain is capped one ulp of ``dtype`` (rounding to it) and four of m's dtype
+    (this arithmetic) below 1, so it is < 1 even after rounding.
+    """
+    big = m * r > 1.0
     m_big, m_small = torch.where(big, m, 1.0), torch.where(big, 1.0, m)  # each branch finite, so its gradient too
     n_small = m_small * r
-    # q = m n / (k + n^2), so that the output is t * q: above n = 1 as 1 / (r + k / (m n))
-    q = torch.where(big, 1.0 / (r + (k / m_big) / (m_big * r)), m_small * n_small / (k + n_small * n_small))
-    # output length r q: below 1 by one ulp of s's dtype (rounding to it) and four of x's (this arithmetic)
-    cap = (1.0 - torch.finfo(s.dtype).eps - 4 * torch.finfo(x.dtype).eps) / r
-    return (t * torch.minimum(q, cap)).to(s.dtype)
+    gain = torch.where(big, 1.0 / (r + (k / m_big) / (m_big * r)), m_small * n_small / (k + n_small * n_small))
+    return torch.minimum(gain, (1.0 - torch.finfo(dtype).eps - 4 * torch.finfo(m.dtype).eps) / r)
 
 
 # Each maps a length |s| >= 0 to a new length in [0, 1).

@@ -5,9 +5,8 @@ Used by Su's two-digit experiment (chapter 7) and the paper's MultiMNIST (chapte
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
-from capsedu.data.transforms import draw_ints, random_shift
+from capsedu.data.transforms import center_on_canvas, draw_ints, pad_and_shift, random_shift
 
 __all__ = ["distinct_pairs", "two_digit_pairs", "overlapping_pairs"]
 
@@ -46,15 +45,24 @@ def two_digit_pairs(x, y, n, layout="vertical", generator=None):
     return images, targets
 
 
-def overlapping_pairs(x, y, n, canvas=36, max_shift=4, generator=None):
-    """n MultiMNIST-style images (n,C,canvas,canvas): two distinct-class digits, each centred and shifted
-    by up to max_shift px, combined as clamp(a + b, max=1) (add and clip, as in Sabour et al.'s code)."""
-    i, j, targets = distinct_pairs(x, y, n, generator)
-    H, W = x.shape[2:]
-    if not isinstance(canvas, int) or canvas < max(H, W):
-        raise ValueError(f"canvas must be an int of at least {max(H, W)}, got {canvas!r}")
-    top, left = (canvas - H) // 2, (canvas - W) // 2
-    pad = (left, canvas - W - left, top, canvas - H - top)
-    a = random_shift(F.pad(x[i], pad), max_shift, generator)  # (n, C, canvas, canvas)
-    b = random_shift(F.pad(x[j], pad), max_shift, generator)  # (n, C, canvas, canvas)
-    return (a + b).clamp(max=1.0), targets
+def overlapping_pairs(x, y, n, canvas=36, max_shift=4, generator=None, separate=False):
+    """n MultiMNIST-style images: two distinct-class digits, each centred on a canvas x canvas canvas and
+    shifted by up to max_shift px, combined as clamp(a + b, max=1) (add and clip, as in Sabour et al.'s code).
+
+    Returns (images, targets (n, 10) multi-hot). images: (n, C, canvas, canvas), the overlay; with
+    ``separate`` (chapter 9's MultiMNIST, whose decoder redraws each digit) (n, 3C, canvas, canvas):
+    the overlay, then the lower-class digit and the higher-class digit alone. The two draw their
+    shifts as the chapters' stored runs did: the overlay alone as ``random_shift`` does, the digits
+    in class order as ``pad_and_shift`` does; so one seed gives other shifts in the two settings.
+    """
+    i, j, targets = distinct_pairs(x, y, n, generator)               # (n,), (n,), (n, 10)
+    if separate:
+        swap = y[i] > y[j]
+        i, j = torch.where(swap, j, i), torch.where(swap, i, j)        # (n,) each: lower class first
+        a = pad_and_shift(x[i], canvas, max_shift, generator)        # (n, C, canvas, canvas)
+        b = pad_and_shift(x[j], canvas, max_shift, generator)        # (n, C, canvas, canvas)
+    else:
+        a = random_shift(center_on_canvas(x[i], canvas), max_shift, generator)  # (n, C, canvas, canvas)
+        b = random_shift(center_on_canvas(x[j], canvas), max_shift, generator)  # (n, C, canvas, canvas)
+    overlay = (a + b).clamp(max=1.0)                                 # (n, C, canvas, canvas)
+    return (torch.cat([overlay, a, b], dim=1) if separate else overlay), targets

@@ -1,15 +1,18 @@
 """Shifts and affine transformations: the paper's augmentation (chapters 5, 7) and chapter 9's test sets.
 
+- ``shift_images``: move each image by its own whole-pixel (dy, dx), zero filled: the one shift
+  that ``random_shift`` and ``pad_and_shift`` both use (each draws its offsets its own way).
 - ``random_shift``: shift each image by up to 2 px in each axis, zero padded (the paper's augmentation).
 
 - ``center_on_canvas``: put (B, C, H, W) digits in the middle of a larger empty canvas.
 - ``pad_and_shift``: the paper's affNIST training set: each digit placed at a random
-  position on a 40x40 canvas (padded, then shifted by up to ``max_shift`` pixels).
+  position on a 40x40 canvas (centred, then shifted by up to ``max_shift`` pixels).
 - ``random_affine``: an affNIST-style test set: random rotation, shear, per-axis scale and
   a translation that keeps the digit's ink inside the canvas, all ranges times ``strength``.
 - ``affine_test_set``: ``random_affine`` of a whole test set from one seed.
 
-Everything is vectorised: one ``affine_grid`` + ``grid_sample`` per batch, no loop over images.
+Everything is vectorised, no loop over images: shifts are two gathers, the affine maps one
+``affine_grid`` + ``grid_sample`` per batch.
 Coordinates are (x, y) pixel offsets from the canvas centre; ``A`` is the 2x2 linear part.
 """
 from __future__ import annotations
@@ -21,7 +24,7 @@ import torch
 import torch.nn.functional as F
 
 __all__ = ["AFFINE_RANGES", "center_on_canvas", "pad_and_shift", "random_affine", "affine_test_set", "random_shift",
-           "draw_ints"]
+           "shift_images", "draw_ints"]
 
 # The ranges at strength 1 (each is multiplied by ``strength``). They follow what is
 # reported for affNIST (Tieleman): rotation up to 20 degrees, shear up to 0.2, scale
@@ -54,7 +57,8 @@ def center_on_canvas(images: torch.Tensor, canvas: int = 40) -> torch.Tensor:
 
 
 def pad_and_shift(images: torch.Tensor, canvas: int = 40, max_shift: int = 6, generator=None) -> torch.Tensor:
-    """Each digit centred on a canvas, then shifted by its own random (dy, dx) in [-max_shift, max_shift].
+    """Each digit centred on a canvas, then shifted by its own random offset in [-max_shift, max_shift]
+    per axis (drawn as one (B, 2) tensor of (x, y) pairs; ``random_shift`` draws (2, B) as (dy, dx)).
 
     With 28x28 digits, ``canvas=40`` and ``max_shift=6`` every 28x28 box lies wholly inside:
     the paper's "MNIST digit placed randomly on a black background of 40x40 pixels".
@@ -64,14 +68,8 @@ def pad_and_shift(images: torch.Tensor, canvas: int = 40, max_shift: int = 6, ge
     if isinstance(max_shift, bool) or not isinstance(max_shift, int) or not 0 <= max_shift < canvas:
         raise ValueError(f"max_shift must be an int in [0, {canvas - 1}], got {max_shift!r}")
     x = center_on_canvas(images, canvas)                            # (B, C, canvas, canvas)
-    B = x.shape[0]
-    gen_device = generator.device if generator is not None else x.device
-    shift = torch.randint(-max_shift, max_shift + 1, (B, 2), generator=generator, device=gen_device)
-    shift = shift.to(x.device, x.dtype)                              # (B, 2) whole pixels (x, y)
-    theta = torch.eye(2, 3, device=x.device, dtype=x.dtype).repeat(B, 1, 1)  # (B, 2, 3)
-    theta[:, :, 2] = -shift * (2 / canvas)                           # read from p - shift
-    grid = F.affine_grid(theta, list(x.shape), align_corners=False)  # (B, canvas, canvas, 2)
-    return F.grid_sample(x, grid, mode="nearest", padding_mode="zeros", align_corners=False)
+    offsets = draw_ints(-max_shift, max_shift + 1, (len(x), 2), generator, x.device)  # (B, 2) whole pixels (x, y)
+    return shift_images(x, offsets[:, 1], offsets[:, 0])             # (B, C, canvas, canvas)
 
 
 def _uniform(n: int, cols: int, generator, device) -> torch.Tensor:
@@ -173,12 +171,22 @@ def random_shift(x, max_shift=2, generator=None):
     if isinstance(m, bool) or not isinstance(m, int) or not 0 <= m < min(H, W):
         raise ValueError(f"max_shift must be an int in [0, {min(H, W) - 1}], got {m!r}")
     dy, dx = draw_ints(-m, m + 1, (2, B), generator, x.device)  # (B,) each
-    p = F.pad(x, (m, m, m, m))  # (B, C, H+2m, W+2m)
-    # output pixel (i, j) reads padded pixel (i + m - dy, j + m - dx): gather rows, then columns
-    rows = torch.arange(H, device=x.device) + m - dy[:, None]  # (B, H)
-    p = p.gather(2, rows[:, None, :, None].expand(B, C, H, W + 2 * m))  # (B, C, H, W+2m)
-    cols = torch.arange(W, device=x.device) + m - dx[:, None]  # (B, W)
-    return p.gather(3, cols[:, None, None, :].expand(B, C, H, W))  # (B, C, H, W)
+    return shift_images(x, dy, dx)  # (B, C, H, W)
+
+
+def shift_images(x: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor) -> torch.Tensor:
+    """x (B, C, H, W) with image b moved down by dy[b] and right by dx[b] whole pixels (negative: up, left).
+
+    Output pixel (i, j) is input pixel (i - dy, j - dx), or 0 where that lies outside the image:
+    exact copies of pixels (two gathers), the same shift for every channel. dy, dx: integer (B,).
+    """
+    B, C, H, W = x.shape
+    rows = torch.arange(H, device=x.device) - dy.to(x.device)[:, None]  # (B, H) source row of each row
+    cols = torch.arange(W, device=x.device) - dx.to(x.device)[:, None]  # (B, W) source column of each column
+    out = x.gather(2, rows.clamp(0, H - 1)[:, None, :, None].expand(B, C, H, W))   # (B, C, H, W)
+    out = out.gather(3, cols.clamp(0, W - 1)[:, None, None, :].expand(B, C, H, W))  # (B, C, H, W)
+    outside = ((rows < 0) | (rows >= H))[:, None, :, None] | ((cols < 0) | (cols >= W))[:, None, None, :]
+    return out.masked_fill(outside, 0)  # (B, C, H, W)
 
 
 def draw_ints(low, high, size, generator, device):

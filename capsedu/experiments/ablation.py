@@ -20,17 +20,13 @@ import torch
 
 from capsedu.core.capsnet import CapsNet
 from capsedu.core.params import count_parameters
-from capsedu.data.mnist import load_dataset
 from capsedu.data.transforms import affine_test_set, center_on_canvas, pad_and_shift
 from capsedu.experiments.shared.runs import (
-    ResultFile,
     check_config,
-    provenance,
-    spread,
+    spread_table,
+    start_experiment,
     train_epochs,
 )
-from capsedu.runtime.device import resolve_device
-from capsedu.runtime.results import output_path
 from capsedu.speed.fast import fused_routing
 from capsedu.training.evaluation import predict_lengths
 
@@ -126,17 +122,11 @@ def _test_sets(data, config: AblationConfig, device) -> Dict[str, Tuple[torch.Te
     return {k: (x.to(device), y.to(device)) for k, (x, y) in sets.items()}
 
 
-def ablation_experiment(config: AblationConfig, out=None, resume: bool = True, device="auto", data=None,
+def ablation_experiment(config: AblationConfig, out=None, fresh: bool = False, device="auto", data=None,
                         command: Optional[str] = None, preset: Optional[str] = None, progress: bool = True) -> Dict:
-    """Train every variant once per seed (skipping finished ones when ``resume``); test after the last epoch."""
-    if not isinstance(config, AblationConfig):
-        raise TypeError(f"config must be an AblationConfig, got {type(config).__name__}")
-    path = output_path(out, DEFAULT_NAME) if out is not None else None
-    device = resolve_device(device)
-    result = ResultFile(path, provenance(config, command, device, preset), resume,
-                        lambda runs: summarise(runs, config))
-    if data is None:
-        data = load_dataset("mnist", config.source, device="cpu", verbose=progress)
+    """Train every variant once per seed (skipping finished ones, unless ``fresh``); test after the last epoch."""
+    _, device, result, data = start_experiment(config, AblationConfig, out, DEFAULT_NAME, fresh, device, command,
+                                               preset, lambda runs: summarise(runs, config), data, progress)
     sets = _test_sets(data, config, device)
     x_train = center_on_canvas(data.x_train[:config.n_train], config.canvas).to(device)
     train = SimpleNamespace(x_train=x_train, y_train=data.y_train[:config.n_train].to(device),
@@ -169,15 +159,9 @@ def test_summary(last: Dict) -> Dict:
 
 def summarise(runs: List[Dict], config: AblationConfig) -> Dict:
     """Mean and std over seeds of each variant's clean test error (%) and affine accuracy."""
-    table = []
-    for name in config.variants:
-        rows = [r for r in runs if r["variant"] == name]
-        if not rows:
-            continue
+    def head(name, rows):
         iterations, recon, detach = VARIANTS[name]
-        row = {"variant": name, "iterations": iterations, "reconstruction": recon, "detach_inner": detach,
-               "seeds": len(rows), "paper_error": PAPER_TABLE1.get(name)}
-        for k in ("clean_error", "affine_acc"):
-            row[k], row[k + "_std"] = spread([r[k] for r in rows])
-        table.append(row)
+        return {"variant": name, "iterations": iterations, "reconstruction": recon, "detach_inner": detach,
+                "seeds": len(rows), "paper_error": PAPER_TABLE1.get(name)}
+    table = spread_table(runs, "variant", config.variants, ("clean_error", "affine_acc"), head)
     return {"table": table, "affine_strength": config.affine_strength}

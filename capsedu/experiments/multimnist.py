@@ -1,8 +1,9 @@
 """Experiment 3 of chapter 9, overlapping digits taken apart (the paper's MultiMNIST).
 
-- ``make_pairs``: two digits of different classes, each shifted by up to 4 px on a 36x36
-  canvas and overlaid (add, clip at 1), returned as three channels: the overlay, then the
-  lower-class digit and the higher-class digit alone (the reconstruction targets).
+- the pairs: ``capsedu.data.pairs.overlapping_pairs(..., separate=True)``, two digits of different
+  classes, each shifted by up to 4 px on a 36x36 canvas and overlaid (add, clip at 1), as three
+  channels: the overlay, then the lower-class digit and the higher-class digit alone (the
+  reconstruction targets).
 - ``PairCapsNet``: CapsNet reading channel 0; in training its decoder reconstructs each of
   the two true digits from that digit's capsule alone (the paper's loss: the sum of the two
   errors); ``segment`` reconstructs the two longest capsules (the paper's Figure 5).
@@ -27,37 +28,22 @@ from torch import nn
 from capsedu.core.capsnet import CapsNet
 from capsedu.core.params import count_parameters
 from capsedu.core.squashing import safe_norm
-from capsedu.data.mnist import load_dataset
-from capsedu.data.pairs import distinct_pairs
-from capsedu.data.transforms import pad_and_shift
+from capsedu.data.pairs import overlapping_pairs
 from capsedu.experiments.shared.runs import (
-    ResultFile,
     check_config,
-    provenance,
     spread,
+    start_experiment,
     train_epochs,
 )
-from capsedu.runtime.device import resolve_device
 from capsedu.runtime.files import sha256_of
-from capsedu.runtime.results import output_path, results_dir
+from capsedu.runtime.results import results_dir
 from capsedu.training.evaluation import count_correct, predict_lengths
 
-__all__ = ["make_pairs", "PairCapsNet", "MultiMNISTConfig", "PRESETS", "multimnist_experiment", "load_model",
+__all__ = ["PairCapsNet", "MultiMNISTConfig", "PRESETS", "multimnist_experiment", "load_model",
            "DEFAULT_NAME", "PAPER_ERROR", "summarise"]
 
 DEFAULT_NAME = "multimnist.json"
 PAPER_ERROR = 5.2  # Sabour et al. (2017), Table 1: MultiMNIST test error %, 3 iterations with reconstruction
-
-
-def make_pairs(x: torch.Tensor, y: torch.Tensor, n: int, canvas: int = 36, max_shift: int = 4,
-               generator=None) -> Tuple[torch.Tensor, torch.Tensor]:
-    """(images (n, 3, canvas, canvas): overlay, lower-class digit, higher-class digit; targets (n, 10) multi-hot)."""
-    i, j, targets = distinct_pairs(x, y, n, generator)              # (n,), (n,), (n, 10)
-    swap = y[i] > y[j]
-    lo, hi = torch.where(swap, j, i), torch.where(swap, i, j)         # (n,) each: lower class first
-    a = pad_and_shift(x[lo], canvas, max_shift, generator)           # (n, 1, canvas, canvas)
-    b = pad_and_shift(x[hi], canvas, max_shift, generator)           # (n, 1, canvas, canvas)
-    return torch.cat([(a + b).clamp(max=1.0), a, b], dim=1), targets  # (n, 3, canvas, canvas)
 
 
 class PairCapsNet(nn.Module):
@@ -160,25 +146,21 @@ def build_model(config: MultiMNISTConfig) -> PairCapsNet:
                        decoder_hidden=config.capsnet_decoder)
 
 
-def multimnist_experiment(config: MultiMNISTConfig, out=None, resume: bool = True, device="auto", data=None,
+def multimnist_experiment(config: MultiMNISTConfig, out=None, fresh: bool = False, device="auto", data=None,
                           command: Optional[str] = None, preset: Optional[str] = None, progress: bool = True,
                           return_model: bool = False) -> Dict:
-    """Train one PairCapsNet per seed (skipping finished seeds when ``resume``); top-2 accuracy after each epoch.
+    """Train one PairCapsNet per seed (skipping finished seeds, unless ``fresh``); top-2 accuracy after each epoch.
 
     With ``out`` and ``config.save_weights``, each seed's weights go to ``<out stem>_seed<k>.pt`` (fp16)
     and its record holds their file name and sha256. ``return_model``: also "model" (not JSON),
     the last trained model, and "test" (the test pairs and targets).
     """
-    if not isinstance(config, MultiMNISTConfig):
-        raise TypeError(f"config must be a MultiMNISTConfig, got {type(config).__name__}")
-    path = output_path(out, DEFAULT_NAME) if out is not None else None
-    device = resolve_device(device)
-    result = ResultFile(path, provenance(config, command, device, preset), resume, summarise)
-    if data is None:
-        data = load_dataset("mnist", config.source, device="cpu", verbose=progress)
+    path, device, result, data = start_experiment(config, MultiMNISTConfig, out, DEFAULT_NAME, fresh, device,
+                                                  command, preset, summarise, data, progress)
     x_digits, y_digits = data.x_train[:config.n_train], data.y_train[:config.n_train]
-    test_x, test_t = make_pairs(data.x_test[:config.n_test], data.y_test[:config.n_test], config.n_test_pairs,
-                                config.canvas, config.max_shift, torch.Generator().manual_seed(config.test_seed))
+    test_x, test_t = overlapping_pairs(data.x_test[:config.n_test], data.y_test[:config.n_test], config.n_test_pairs,
+                                       config.canvas, config.max_shift, torch.Generator().manual_seed(config.test_seed),
+                                       separate=True)
     test_x, test_t = test_x.to(device), test_t.to(device)
 
     def test(model) -> Dict:
@@ -190,8 +172,8 @@ def multimnist_experiment(config: MultiMNISTConfig, out=None, resume: bool = Tru
             continue
 
         def fresh_pairs(epoch, seed=seed):  # new pairs every epoch, reproducible from (seed, epoch)
-            return make_pairs(x_digits, y_digits, config.pairs_per_epoch, config.canvas, config.max_shift,
-                              torch.Generator().manual_seed(10_000 * seed + epoch))
+            return overlapping_pairs(x_digits, y_digits, config.pairs_per_epoch, config.canvas, config.max_shift,
+                                     torch.Generator().manual_seed(10_000 * seed + epoch), separate=True)
         torch.manual_seed(seed)
         model = build_model(config)
         first = fresh_pairs(0)

@@ -19,18 +19,14 @@ import torch
 
 from capsedu.core.capsnet import CapsNet
 from capsedu.core.params import count_parameters
-from capsedu.data.mnist import load_dataset
 from capsedu.data.transforms import affine_test_set, center_on_canvas, pad_and_shift
 from capsedu.experiments.shared.runs import (
-    ResultFile,
     check_config,
-    provenance,
     spread,
+    start_experiment,
     train_epochs,
 )
 from capsedu.methods.baseline_cnn import BaselineCNN, BaselineConfig
-from capsedu.runtime.device import resolve_device
-from capsedu.runtime.results import output_path
 from capsedu.training.evaluation import predict_lengths
 
 __all__ = ["MODELS", "RobustnessConfig", "PRESETS", "make_model", "test_sets", "robustness_experiment",
@@ -160,23 +156,17 @@ def _patience_stop(patience: int):
     return stop
 
 
-def robustness_experiment(config: RobustnessConfig, out=None, resume: bool = True, device="auto",
+def robustness_experiment(config: RobustnessConfig, out=None, fresh: bool = False, device="auto",
                           data=None, command: Optional[str] = None, preset: Optional[str] = None,
                           progress: bool = True) -> Dict:
-    """Train each model once per seed (skipping those ``out`` already holds when ``resume``), then summarise.
+    """Train each model once per seed (skipping those ``out`` already holds, unless ``fresh``), then summarise.
 
     ``out``: a JSON file (or a folder: ``DEFAULT_NAME`` inside it) rewritten after every
     finished model x seed; None keeps the result in memory. ``data``: x_train, y_train,
     x_test, y_test tensors of 28x28 digits (default: ``load_dataset("mnist", config.source)``).
     """
-    if not isinstance(config, RobustnessConfig):
-        raise TypeError(f"config must be a RobustnessConfig, got {type(config).__name__}")
-    path = output_path(out, DEFAULT_NAME) if out is not None else None
-    device = resolve_device(device)
-    result = ResultFile(path, provenance(config, command, device, preset), resume,
-                        lambda runs: summarise(runs, config))
-    if data is None:
-        data = load_dataset("mnist", config.source, device="cpu", verbose=progress)
+    _, device, result, data = start_experiment(config, RobustnessConfig, out, DEFAULT_NAME, fresh, device, command,
+                                               preset, lambda runs: summarise(runs, config), data, progress)
     sets = test_sets(data, config, device)
     strongest = f"affine@{max(config.strengths):g}"
     train = SimpleNamespace(x_train=sets["train"][0], y_train=sets["train"][1],

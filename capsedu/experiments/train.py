@@ -4,12 +4,9 @@
 """
 from __future__ import annotations
 
-import datetime
 import json
 import os
 import platform
-import shlex
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -56,8 +53,10 @@ def cmd_train(args) -> int:
     from capsedu.core.capsnet import CapsNet
     from capsedu.data.mnist import load_dataset
     from capsedu.runtime.allocator import kept_freed_memory
+    from capsedu.runtime.checkpoints import CheckpointError
     from capsedu.runtime.device import resolve_amp, resolve_device
     from capsedu.runtime.files import remove_stale_tmp
+    from capsedu.runtime.results import command_line, provenance
     from capsedu.training.evaluation import evaluate
     from capsedu.training.loop import fit
 
@@ -79,15 +78,17 @@ def cmd_train(args) -> int:
     out.mkdir(parents=True, exist_ok=True)                      # the arguments are valid: the run starts
     remove_stale_tmp(out / "metrics.json")                      # left by a killed run (fit clears the checkpoint's)
     if ckpt.exists():
-        print(f"capsedu: {ckpt} is replaced after the first new epoch (--no-resume)" if args.no_resume
-              else f"capsedu: resuming from {ckpt} (--no-resume starts fresh)")
+        print(f"capsedu: {ckpt} is replaced after the first new epoch (--fresh)" if args.fresh
+              else f"capsedu: resuming from {ckpt} (--fresh starts over)")
     # On a CPU, glibc keeps freed memory while training (faster steps; capsedu.runtime.allocator), its defaults after.
     kept = kept_freed_memory() if device.type == "cpu" else contextlib.nullcontext()
     try:
         with kept:
             history = fit(model, data, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, device=device,
                           amp=args.amp, compile=args.compile, checkpoint=str(ckpt), seed=args.seed,
-                          shift=args.shift, progress=not args.no_progress, resume=not args.no_resume)
+                          shift=args.shift, progress=not args.no_progress, resume=not args.fresh)
+    except CheckpointError as err:  # the resume rule's words: the settings that differ, and --fresh
+        raise CheckpointError(f"{err}; or pass --fresh to start over") from None
     finally:  # a run that stops before its first checkpoint leaves no empty folder behind
         for folder in created:
             if folder.is_dir() and not any(folder.iterdir()):
@@ -96,14 +97,12 @@ def cmd_train(args) -> int:
     if test_acc is None:
         test_acc = evaluate(model, data.x_test, data.y_test)["accuracy"]
     metrics = {
-        "command": shlex.join([sys.executable, "-m", "capsedu", *args.argv]),
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        **provenance(command_line(args.argv), str(device)),
         "seconds": round(time.time() - start, 3),
         "train_seconds": round(sum(history["seconds"]), 3),
         "device": str(device), "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
         "dataset": {"name": data.name, "source": data.source, "train": len(data.y_train), "test": len(data.y_test)},
         "final_test_accuracy": test_acc,
-        "versions": {"capsedu": _version(), "torch": torch.__version__, "python": platform.python_version()},
         **history.as_dict(),
     }
     _write_json(metrics, out / "metrics.json")

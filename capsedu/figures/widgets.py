@@ -2,8 +2,8 @@
 
 ``squash_explorer()``, ``routing_explorer()``, ``perturbation_explorer(model, images)``:
 controls plus an ``ipywidgets.Image`` redrawn on every change by a renderer of
-``plots.py`` (the same one the static twins of ``static.py`` use). The computations
-and renderers are re-exported here, where the book imports them from.
+``plots`` (the same one the static twins of ``static`` use); what they show is computed
+in ``frames``.
 """
 from __future__ import annotations
 

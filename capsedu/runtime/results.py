@@ -6,7 +6,9 @@
 - ``write_json(obj, path)``: atomic (a temporary file in the same folder, then a rename),
   with the temporary file removed on any failure.
 - ``read_json(path)``: a stored run, or one clear error naming the file.
-- ``provenance(argv)``: command, date, hardware, versions: the header every stored run carries.
+- ``command_line(argv)``: ``python -m capsedu ...`` as a shell would take it.
+- ``provenance(command, device)``: command, date, hardware, threads, versions: the one header every
+  stored run, benchmark and exported weight file carries (the experiments add their settings to it).
 - ``stored_run(name)``: a JSON of the repository's ``results/`` folder, wherever the book runs.
 """
 from __future__ import annotations
@@ -20,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Dict, Optional, Sequence
 
-__all__ = ["output_path", "results_dir", "read_json", "provenance", "stored_run"]
+__all__ = ["output_path", "results_dir", "read_json", "utc_now", "command_line", "provenance", "stored_run"]
 
 
 def output_path(out, default_name: str) -> Path:
@@ -52,16 +54,24 @@ def utc_now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
-def provenance(argv: Optional[Sequence[str]] = None, device: str = "cpu") -> Dict:
-    """Where a result came from: the command, when, on what, with which versions."""
+def command_line(argv: Sequence[str]) -> str:
+    """``python -m capsedu`` followed by ``argv``, quoted as a shell would need it."""
+    return shlex.join(["python", "-m", "capsedu", *argv])
+
+
+def provenance(command: Optional[str] = None, device: str = "cpu") -> Dict:
+    """Where a result came from: the command (default: this process's own command line), when,
+    on what hardware, with how many threads and which versions (torch, python, capsedu)."""
     import torch
 
+    from capsedu import __version__
     from capsedu.runtime.device import hardware
-    command = None if argv is None else shlex.join(["python", "-m", "capsedu", *argv])
+    if command is None:
+        command = shlex.join([os.path.basename(sys.executable), *sys.argv])
     return {"command": command, "date": utc_now(),
             "hardware": hardware(device), "threads": torch.get_num_threads(), "torch": torch.__version__,
             "python": platform.python_version(), "platform": platform.platform(),
-            "argv_python": sys.executable}
+            "argv_python": sys.executable, "capsedu": __version__}
 
 
 def results_dir() -> Path:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import statistics
 import time
-from typing import Callable, Dict, List, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -80,20 +80,41 @@ def train_step(model, x, y, amp: str = "off", lr: float = 1e-3) -> Callable[[], 
     return step
 
 
-def estimate_fit_seconds(model, data, epochs: int, batch_size: int = 128, device="auto", amp="auto") -> float:
+def estimate_fit_seconds(model, data, epochs: int, batch_size: int = 128, device="auto", amp="auto",
+                         loss: str = "capsnet", n_train: Optional[int] = None,
+                         test_images: Optional[int] = None) -> float:
     """Seconds that ``fit(model, data, epochs, batch_size, ...)`` should take on this device: one
     training step of a copy of ``model`` timed here (after a warm-up step, which also absorbs any
-    compilation), times the run's steps, plus a test pass per epoch at a third of a step per image."""
+    compilation), times the run's steps, plus a test pass per epoch at a third of a step per image.
+
+    The one run-time estimate of the package (the experiments' ``estimate_seconds`` call it).
+    ``loss``: "capsnet" (``model(x, y)`` -> capsules, lengths, reconstructions) or "margin" (``model(x)``
+    -> scores); ``n_train``: the first N training images only; ``test_images``: images tested per
+    epoch (default: all of ``data.x_test``).
+    """
     import copy
     import math
 
     from capsedu.runtime.device import resolve_amp, resolve_device
+    if loss not in ("capsnet", "margin"):
+        raise ValueError(f"loss must be 'capsnet' or 'margin', got {loss!r}")
     device = resolve_device(device)
     net = copy.deepcopy(model).to(device)
     x, y = data.x_train[:batch_size].to(device), data.y_train[:batch_size].to(device)
-    step_s = median_seconds(train_step(net, x, y, amp=resolve_amp(amp, device)), repeats=2, device=device)
+    if loss == "capsnet":
+        step = train_step(net, x, y, amp=resolve_amp(amp, device))
+    else:
+        optimiser = torch.optim.Adam(net.parameters(), lr=1e-3)
+
+        def step():
+            optimiser.zero_grad()
+            margin_loss(net(x), y).backward()
+            optimiser.step()
+    step_s = median_seconds(step, repeats=2, device=device)
     per_image = step_s / len(x)
-    return epochs * (math.ceil(len(data.x_train) / batch_size) * step_s + len(data.x_test) * per_image / 3)
+    n = len(data.x_train[:n_train])
+    tested = len(data.x_test) if test_images is None else test_images
+    return epochs * (math.ceil(n / batch_size) * step_s + tested * per_image / 3)
 
 
 def about(seconds: float) -> str:

@@ -1,6 +1,6 @@
 """A deliberately naive CapsNet, in the style the popular tutorials use.
 
-Same network and the same maths as ``capsedu.CapsNet`` (softmax over the output
+Same network and the same maths as ``capsedu.core.CapsNet`` (softmax over the output
 capsules, per-example logits), but written the slow way:
 - the primary capsules are a Python list of 8 convolutions (one per capsule dimension);
 - u_hat stacks 10 copies of the inputs and ``torch.cat``s B copies of W;

@@ -1,4 +1,4 @@
-"""Training and evaluation.
+"""The training loop: ``fit`` and its four steps.
 
 - ``fit``: Adam with the official code's staircase decay (x0.96 every 2,000 steps), whole
   datasets kept as tensors on the device, shift augmentation, bf16/fp16 autocast (the
@@ -9,10 +9,10 @@
   ``start_run`` (set-up, or resume from a checkpoint), ``train_epoch`` (one pass over the
   training set), ``epoch_record`` (the epoch's line in the history) and ``checkpoint_state``
   (what a checkpoint holds).
-- ``evaluate`` / ``predict_lengths`` (``evaluation.py``, re-exported): accuracy and scores in eval mode.
+- ``evaluate`` / ``predict_lengths`` live in ``capsedu.training.evaluation``: accuracy and scores in eval mode.
 - ``History``: one plain dict per epoch, ready for json and for the book's plots.
-- Checkpoints (``checkpoints.py``): written atomically each epoch, read back with one clear
-  error if anything is wrong; ``load_checkpoint`` and ``CheckpointError`` are re-exported.
+- Checkpoints (``capsedu.runtime.checkpoints``): written atomically each epoch, read back with
+  one clear error if anything is wrong.
 """
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from typing import Callable, Dict, List, Optional
 import torch
 from tqdm.auto import tqdm
 
+from capsedu import LR_SCHEDULES
 from capsedu.core.checks import check_count, check_images, check_number
 from capsedu.core.losses import check_targets, margin_loss, reconstruction_loss
 from capsedu.data.transforms import random_shift
@@ -43,11 +44,10 @@ from capsedu.training.evaluation import (
     float_targets,
 )
 
-__all__ = ["fit", "start_run", "train_epoch", "epoch_record", "checkpoint_state", "Run", "History", "LR_SCHEDULES"]
-# Also importable from here, as experiments.py does: resolve_device and resolve_amp (from device.py).
+__all__ = ["fit", "start_run", "train_epoch", "epoch_record", "checkpoint_state", "Run", "History"]
+
 
 SYNC_EVERY = {"cpu": 1, "cuda": 50, "mps": 50}  # steps between host syncs (loss check, progress bar)
-LR_SCHEDULES = ("step", "constant", "cosine")
 
 
 @dataclass

@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
 from typing import Dict, Optional
@@ -22,8 +21,9 @@ import torch
 
 from capsedu.core.capsnet import CapsNet, CapsNetConfig
 from capsedu.runtime.checkpoints import CheckpointError, check_integrity, save_atomic
-from capsedu.runtime.device import hardware, resolve_device
+from capsedu.runtime.device import resolve_device
 from capsedu.runtime.files import sha256_of, write_atomic
+from capsedu.runtime.results import provenance
 
 __all__ = ["load_capsnet", "capsnet_from_state", "weights_info", "export_weights", "WEIGHTS_NAME"]
 
@@ -126,13 +126,13 @@ def export_weights(checkpoint: str, command: str, out_dir: Optional[str] = None)
     model = load_capsnet(path=str(pt))
     test = evaluate(model, data.x_test, data.y_test)
     history = ckpt["history"]
-    info = {
+    info = {  # the one provenance header (command, date, hardware, versions); torch: the training's
+        **provenance(command, str(resolve_device("auto"))),
         "weights": pt.name, "bytes": pt.stat().st_size, "sha256": sha256_of(pt), "dtype": "float16",
-        "command": command, "epochs": ckpt["epoch"], "batch_size": ckpt["meta"]["batch_size"],
+        "epochs": ckpt["epoch"], "batch_size": ckpt["meta"]["batch_size"],
         "train_images": ckpt["meta"]["n_train"], "shift_px": ckpt["meta"]["shift"], "seed": ckpt["meta"]["seed"],
         "train_seconds": round(sum(e["seconds"] for e in history), 1),
-        "hardware": hardware(resolve_device("auto")), "device": ckpt["meta"]["device"], "torch": ckpt["meta"]["torch"],
-        "date": datetime.now(timezone.utc).date().isoformat(),
+        "device": ckpt["meta"]["device"], "torch": ckpt["meta"]["torch"],
         "test_images": test["count"], "test_accuracy": test["accuracy"],
         "test_accuracy_fp32_checkpoint": history[-1]["test_acc"],
         "data": "capsedu embedded MNIST sample: train = first 9,000, test = last 1,000",

@@ -7,9 +7,9 @@
 - ``compare_routing``: per method and seed, train with the margin loss and test after every
   epoch on the sample's test digits and on an affine test set; measure the routing step
   alone (forward, forward + backward); each finished run goes to the JSON at once, and a
-  rerun with ``resume`` skips it. ``summarise`` gives mean and std over seeds.
+  rerun skips it (``fresh`` starts over). ``summarise`` gives mean and std over seeds.
 
-The command line (``python -m capsedu compare-routing``) is in ``cli`` beside this module.
+The command line (``python -m capsedu compare-routing``) is ``capsedu.experiments.shared.arguments``.
 """
 from __future__ import annotations
 
@@ -22,21 +22,17 @@ import torch
 from capsedu.core.heads import CapsuleClassifier, keras_init_
 from capsedu.core.params import count_parameters
 from capsedu.core.routing import dynamic_routing
-from capsedu.data.mnist import load_dataset
 from capsedu.data.transforms import affine_test_set
 from capsedu.experiments.shared.runs import (
-    ResultFile,
     check_config,
-    provenance,
-    spread,
+    spread_table,
+    start_experiment,
     train_epochs,
 )
 from capsedu.methods.attention import self_attention_routing
 from capsedu.methods.efficient_capsnet import EfficientCapsNet
 from capsedu.methods.matrix_capsnet import MatrixCapsNet
-from capsedu.runtime.device import resolve_device
-from capsedu.runtime.results import output_path
-from capsedu.speed.bench import median_seconds
+from capsedu.speed.bench import estimate_fit_seconds, median_seconds
 from capsedu.training.evaluation import predict_lengths
 
 __all__ = ["METHODS", "CompareConfig", "PRESETS", "DEFAULT_NAME", "make_model", "routing_step", "estimate_seconds",
@@ -166,26 +162,14 @@ def routing_cost(name: str, model: torch.nn.Module, x: torch.Tensor, repeats: in
 
 
 def estimate_seconds(config: CompareConfig, data, device="auto") -> Dict[str, float]:
-    """Seconds each method's training should take under ``config`` on this device (all seeds): two
-    margin-loss steps of a fresh model timed after a warm-up step, times the run's steps, plus testing."""
-    from capsedu.core.losses import margin_loss
-    device = resolve_device(device)
-    x, y = data.x_train[:config.batch_size].to(device), data.y_train[:config.batch_size].to(device)
-    n_train = len(data.x_train[:config.n_train])
+    """Seconds each method's training should take under ``config`` on this device (all seeds):
+    ``capsedu.speed.bench.estimate_fit_seconds`` of a fresh model with the margin loss, testing the
+    test digits and their affine copies after every epoch."""
     n_test = 2 * len(data.x_test[:config.n_test])                    # the test digits and their affine copies
-    steps = -(-n_train // config.batch_size) * config.epochs * len(config.seeds)
-    out = {}
-    for name in config.methods:
-        model = make_model(name).to(device)
-        optimiser = torch.optim.Adam(model.parameters(), lr=config.lr)
-
-        def step():
-            optimiser.zero_grad()
-            margin_loss(model(x), y).backward()
-            optimiser.step()
-        step_s = median_seconds(step, repeats=2, device=device)
-        out[name] = steps * step_s + config.epochs * len(config.seeds) * n_test * step_s / len(x) / 3
-    return out
+    return {name: len(config.seeds) * estimate_fit_seconds(make_model(name), data, config.epochs, config.batch_size,
+                                                           device, amp="off", loss="margin", n_train=config.n_train,
+                                                           test_images=n_test)
+            for name in config.methods}
 
 
 def test_sets(data, config: CompareConfig, device) -> Dict[str, Tuple[torch.Tensor, torch.Tensor]]:
@@ -202,24 +186,18 @@ def _tester(sets):
     return test
 
 
-def compare_routing(config: CompareConfig, out=None, resume: bool = True, device="auto", data=None,
+def compare_routing(config: CompareConfig, out=None, fresh: bool = False, device="auto", data=None,
                     command: Optional[str] = None, preset: Optional[str] = None, progress: bool = True,
                     return_models: bool = False) -> Dict:
-    """Train each method once per seed (skipping those ``out`` holds when ``resume``); summarise.
+    """Train each method once per seed (skipping those ``out`` holds, unless ``fresh``); summarise.
 
     ``out``: a JSON file (or a folder: ``DEFAULT_NAME`` inside) rewritten after every finished
     method x seed; None keeps the result in memory. ``data``: 28x28 digits as x_train, y_train,
     x_test, y_test (default: ``load_dataset("mnist", config.source)``). With ``return_models``
     the result also holds "models": {method: model trained with the first seed} (not JSON).
     """
-    if not isinstance(config, CompareConfig):
-        raise TypeError(f"config must be a CompareConfig, got {type(config).__name__}")
-    path = output_path(out, DEFAULT_NAME) if out is not None else None
-    device = resolve_device(device)
-    result = ResultFile(path, provenance(config, command, device, preset), resume,
-                        summarise=lambda runs: summarise(runs, config))  # a partial file reads too
-    if data is None:
-        data = load_dataset("mnist", config.source, device="cpu", verbose=progress)
+    _, device, result, data = start_experiment(config, CompareConfig, out, DEFAULT_NAME, fresh, device, command,
+                                               preset, lambda runs: summarise(runs, config), data, progress)
     sets = test_sets(data, config, device)
     train = SimpleNamespace(x_train=data.x_train[:config.n_train].to(device),
                             y_train=data.y_train[:config.n_train].to(device), x_test=sets["test"][0],
@@ -253,14 +231,9 @@ FIELDS = ("test", "affine", "epoch_seconds", "routing_fwd_ms", "routing_fwd_bwd_
 
 def summarise(runs: List[Dict], config: CompareConfig) -> Dict:
     """One row per method: parameters and (mean, std) over seeds of each of ``FIELDS``."""
-    table = []
-    for name in config.methods:
-        mine = [r for r in runs if r["method"] == name]
-        if not mine:
-            continue
-        row = {"method": name, "about": METHODS[name], "params": mine[0]["params"], "seeds": len(mine)}
-        for f in FIELDS:
-            values = [sum(r[f]) / len(r[f]) if f == "epoch_seconds" else r[f] for r in mine]
-            row[f], row[f + "_std"] = spread(values)
-        table.append(row)
-    return {"table": table}
+    def head(name, mine):
+        return {"method": name, "about": METHODS[name], "params": mine[0]["params"], "seeds": len(mine)}
+
+    def value(r, f):
+        return sum(r[f]) / len(r[f]) if f == "epoch_seconds" else r[f]
+    return {"table": spread_table(runs, "method", config.methods, FIELDS, head, value)}

@@ -1,31 +1,41 @@
-"""The command line of chapter 9's experiments: ``python -m capsedu robustness|ablation|multimnist``.
+"""The command line of the stored-run experiments of chapters 9 and 10: ``python -m capsedu
+robustness|ablation|multimnist|compare-routing``.
 
-The three commands take the same options, so one parser builder serves them; it imports no
-torch (``--help`` stays instant), and ``cli_main`` imports the experiment's own module
-(``capsedu.experiments.robustness``, ``capsedu.experiments.ablation``, ``capsedu.experiments.multimnist``) only when it runs.
+The commands take the same options, so one parser builder serves them; it imports no torch
+(``--help`` stays instant), and ``cli_main`` imports the experiment's own module (named in
+``EXPERIMENTS``) only when it runs. Every stored-run command (two-digits too) follows one resume
+rule: rerunning it with an existing ``--out`` resumes when the stored settings match, ``--fresh``
+starts over, other settings are a one-line error (``capsedu.experiments.shared.runs.resumable``).
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
 import json
-import shlex
 import sys
 
 from capsedu import PRESET_NAMES, current_mode
 from capsedu.runtime.arguments import non_negative_int, positive_int
 
-__all__ = ["EXPERIMENTS", "add_run_arguments", "add_cli_arguments", "cli_main"]
+__all__ = ["EXPERIMENTS", "add_fresh_argument", "add_run_arguments", "add_cli_arguments", "cli_main"]
 
-# command -> (module, runner, config field that --epochs sets, one-line description)
+# command -> (module, runner, config field that --epochs sets, what --out is rewritten after, one-line description)
 EXPERIMENTS = {
-    "robustness": ("robustness", "robustness_experiment", "max_epochs",
+    "robustness": ("robustness", "robustness_experiment", "max_epochs", "run",
                    "affine robustness of a CNN and CapsNet matched on clean accuracy (the paper's affNIST test)"),
-    "ablation": ("ablation", "ablation_experiment", "epochs",
+    "ablation": ("ablation", "ablation_experiment", "epochs", "run",
                  "routing iterations x reconstruction loss, plus detach_inner (the paper's Table 1)"),
-    "multimnist": ("multimnist", "multimnist_experiment", "epochs",
+    "multimnist": ("multimnist", "multimnist_experiment", "epochs", "run",
                    "overlapping digits: top-2 accuracy and segmentation (the paper's MultiMNIST)"),
+    "compare-routing": ("compare_routing.run", "compare_routing", "epochs", "method x seed",
+                        "dynamic, EM, self-attention and no routing on one budget"),
 }
+
+
+def add_fresh_argument(parser: argparse.ArgumentParser) -> None:
+    """``--fresh``, the one flag of the resume rule (every command that writes a stored run has it)."""
+    parser.add_argument("--fresh", action="store_true", help="start over: ignore what --out already holds "
+                        "(rerunning without it resumes when the stored settings match)")
 
 
 def add_run_arguments(parser: argparse.ArgumentParser, presets, unit: str, epochs_help: str) -> None:
@@ -34,9 +44,8 @@ def add_run_arguments(parser: argparse.ArgumentParser, presets, unit: str, epoch
                         help="settings: smoke (seconds), quick (the book's preview), long (the stored "
                         "run on a 2-core CPU), gpu, full (default: $CAPSEDU_MODE, else gpu on a GPU, quick on a CPU)")
     parser.add_argument("--out", default=None, help="JSON file (or a folder: the file goes inside it), "
-                        f"rewritten after every finished {unit}")
-    parser.add_argument("--resume", action="store_true", help="keep the finished runs --out already holds "
-                        "and train only the missing ones")
+                        f"rewritten after every finished {unit}; rerunning the same command resumes from it")
+    add_fresh_argument(parser)
     parser.add_argument("--seeds", nargs="+", type=non_negative_int, default=None, help="override the preset's seeds")
     parser.add_argument("--epochs", type=positive_int, default=None, help=epochs_help)
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
@@ -48,19 +57,27 @@ def add_cli_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     """The options of one of ``EXPERIMENTS``' commands."""
     if command not in EXPERIMENTS:
         raise ValueError(f"unknown experiment {command!r}; expected one of {tuple(EXPERIMENTS)}")
-    add_run_arguments(parser, PRESET_NAMES, "run", "override the preset's (maximum) epochs")
+    epochs = "override the preset's (maximum) epochs" if EXPERIMENTS[command][2] == "max_epochs" else \
+        "override the preset's epochs"
+    add_run_arguments(parser, PRESET_NAMES, EXPERIMENTS[command][3], epochs)
     parser.set_defaults(experiment=command)
 
 
 def cli_main(args) -> int:
-    """Run the experiment ``args.experiment``; the result JSON goes to ``--out`` and to stdout."""
+    """Run the experiment ``args.experiment``; the result JSON goes to ``--out`` and to stdout.
+
+    Everything is checked before any training: the preset, the overrides, ``--out`` and whether it
+    can be resumed. A module with ``estimate_seconds(config, data, device)`` gets its estimate printed.
+    """
     import dataclasses
     import importlib
 
     import torch
 
+    from capsedu.experiments.shared.runs import resumable, settings
+    from capsedu.runtime.results import command_line, output_path
 
-    module_name, runner, epochs_field, _ = EXPERIMENTS[args.experiment]
+    module_name, runner, epochs_field, *_ = EXPERIMENTS[args.experiment]
     module = importlib.import_module(f"capsedu.experiments.{module_name}")
     preset = args.preset or current_mode()
     if preset not in module.PRESETS:
@@ -75,15 +92,24 @@ def cli_main(args) -> int:
     config = dataclasses.replace(module.PRESETS[preset], **changes)
     out = None
     if args.out is not None:
-        from capsedu.runtime.results import output_path
-        out = output_path(args.out, module.DEFAULT_NAME)  # checked before any training
-        if out.exists() and not args.resume:
-            raise ValueError(f"{out} exists; pass --resume to finish it, or remove it to start afresh")
+        out = output_path(args.out, module.DEFAULT_NAME)  # a missing folder or an unwritable file: now, not after hours
+        resumable(out, settings(config), args.fresh)      # other settings: an error now
     torch.set_num_threads(args.threads)
-    command = shlex.join(["python", "-m", "capsedu", *getattr(args, "argv", [])])
+    progress = not args.no_progress
     with contextlib.redirect_stdout(sys.stderr):  # stdout carries the JSON only
-        result = getattr(module, runner)(config, out=out, resume=args.resume, device=args.device,
-                                         command=command, preset=preset, progress=not args.no_progress)
+        data = None
+        if hasattr(module, "estimate_seconds"):
+            from capsedu.data.mnist import load_dataset
+            from capsedu.speed.bench import about
+            data = load_dataset("mnist", config.source, device="cpu", verbose=progress)
+            if progress:
+                seconds = module.estimate_seconds(config, data, args.device)
+                total = sum(seconds.values()) if isinstance(seconds, dict) else seconds
+                print(f"capsedu {args.experiment}: {len(config.seeds)} seed(s) x {getattr(config, epochs_field)} "
+                      f"epochs; expected {about(total)} on this machine, measured now from a few steps")
+        result = getattr(module, runner)(config, out=out, fresh=args.fresh, device=args.device, data=data,
+                                         command=command_line(getattr(args, "argv", [args.experiment])),
+                                         preset=preset, progress=progress)
     print(json.dumps(result, indent=1))
     if out is not None:
         print(f"capsedu {args.experiment}: wrote {out}", file=sys.stderr)

@@ -1,21 +1,24 @@
-"""What chapter 9's three experiments share (robustness, ablation, multimnist).
+"""What every stored-run experiment shares (two-digits, robustness, ablation, multimnist, compare-routing).
 
 - ``check_config``: the one-line checks each experiment's config dataclass runs on construction.
-- ``provenance``: command, date, hardware, versions and settings for a result file.
-- ``output_path`` (from ``capsedu.runtime.results``): where ``--out`` writes, checked before training.
-- ``ResultFile``: one record per model x seed, written to the JSON as soon as it finishes,
-  so that rerunning the same command with ``resume`` skips the finished ones.
+- ``run_header``: ``capsedu.runtime.results.provenance`` plus the device, preset and settings.
+- ``start_experiment``: the preamble every experiment runs: check the config's type, where ``out``
+  writes (before any training), the device, the ``ResultFile`` to resume, the data.
+- ``ResultFile``: one record per model x seed, written to the JSON as soon as it finishes. The one
+  resume rule: an existing file of the same settings resumes (its finished runs are skipped, and
+  ``checkpoint`` gives each unfinished run a file to continue from); ``fresh`` starts over; other
+  settings are a one-line error naming them (``resumable``, which the command lines call first).
 - ``train_epochs``: ``capsedu.training.loop``'s own steps (``start_run``, ``train_epoch``), with a test
   of the model after every epoch, an optional stop (early stopping on a validation split)
   and optional fresh training data each epoch (pairs generated on the fly).
-- ``spread``: mean and sample standard deviation of a list.
+- ``spread``: mean and sample standard deviation of a list; ``spread_table``: one row per group
+  of runs with the mean and std of each field (the experiments' summaries).
 """
 from __future__ import annotations
 
 import json
-import os
+import shutil
 import statistics
-import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -24,13 +27,15 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import torch
 from tqdm.auto import tqdm
 
-from capsedu import __version__
+from capsedu.data.mnist import load_dataset
 from capsedu.runtime import results
+from capsedu.runtime.device import resolve_device
 from capsedu.runtime.files import write_json
 from capsedu.training.evaluation import float_targets
 from capsedu.training.loop import epoch_record, start_run, train_epoch
 
-__all__ = ["check_config", "provenance", "ResultFile", "spread", "train_epochs"]
+__all__ = ["check_config", "settings", "run_header", "start_experiment", "resumable", "ResultFile", "spread",
+           "spread_table", "train_epochs"]
 
 
 def _is_int(v) -> bool:
@@ -65,50 +70,106 @@ def settings(config) -> Dict:
     return json.loads(json.dumps(asdict(config)))
 
 
-def provenance(config, command: Optional[str], device, preset: Optional[str]) -> Dict:
-    """``capsedu.runtime.results.provenance`` (date, hardware, versions) plus the command, preset and settings."""
-    header = results.provenance(None, str(device))
-    header["command"] = command or " ".join([os.path.basename(sys.executable), *sys.argv])
-    return {**header, "device": str(device), "capsedu": __version__, "preset": preset, "settings": settings(config)}
+def run_header(config, command: Optional[str], device, preset: Optional[str], settings_key: str = "settings") -> Dict:
+    """``capsedu.runtime.results.provenance`` (command, date, hardware, versions) plus device, preset, settings."""
+    return {**results.provenance(command, str(device)), "device": str(device), "preset": preset,
+            settings_key: settings(config)}
+
+
+def start_experiment(config, kind: type, out, default_name: str, fresh: bool, device, command: Optional[str],
+                     preset: Optional[str], summarise: Optional[Callable], data=None, progress: bool = True,
+                     settings_key: str = "settings", summary_key: str = "summary"):
+    """The preamble of every experiment: (path or None, device, ``ResultFile``, data).
+
+    ``config`` must be a ``kind``; ``out`` (a file, or a folder for ``default_name``) is checked before
+    any training; ``data`` defaults to ``load_dataset("mnist", config.source)`` on the CPU. The keys
+    name the settings and the summary in the file (two-digits: "config" and "table").
+    """
+    if not isinstance(config, kind):
+        article = "an" if kind.__name__[0] in "AEIOU" else "a"
+        raise TypeError(f"config must be {article} {kind.__name__}, got {type(config).__name__}")
+    path = results.output_path(out, default_name) if out is not None else None
+    device = resolve_device(device)
+    result = ResultFile(path, run_header(config, command, device, preset, settings_key), fresh, summarise,
+                        settings_key, summary_key)
+    if data is None:
+        data = load_dataset("mnist", config.source, device="cpu", verbose=progress)
+    return path, device, result, data
+
+
+def _differences(old, new) -> str:
+    if not isinstance(old, dict):
+        return "it has no settings"
+    keys = [k for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+    return "; ".join(f"{k}: {old.get(k)!r} there, {new.get(k)!r} here" for k in keys)
+
+
+def resumable(path, settings: Dict, fresh: bool = False, settings_key: str = "settings") -> Optional[Dict]:
+    """The stored run at ``path`` to resume, or None (no file, or ``fresh``); a ValueError (one line)
+    naming what differs when the file holds a run of other settings."""
+    if path is None or fresh or not Path(path).is_file():
+        return None
+    old = results.read_json(path)
+    if old.get(settings_key) != settings:
+        raise ValueError(f"{path} holds a run with other settings ({_differences(old.get(settings_key), settings)}); "
+                         "pass --fresh to start over, or use another --out")
+    return old
 
 
 class ResultFile:
-    """The JSON of one experiment: its provenance, one record per finished model x seed, a summary.
+    """The JSON of one experiment: its header, one record per finished model x seed, a summary.
 
-    With ``path=None`` nothing is written (the book's previews). With ``resume=True`` and an
-    existing file made with the same settings, its finished records are kept and skipped;
-    different settings are an error rather than a silent mix of two experiments.
+    With ``path=None`` nothing is written (the book's previews). An existing file of the same
+    settings (``header[settings_key]``) is resumed: its finished records are kept (``find``), and it
+    is stamped ``started`` (the first run's date) and ``resumed`` (how many times). ``fresh=True``
+    starts over. ``summarise(runs)`` -> the ``summary_key`` entry, recomputed after every run.
     """
 
-    def __init__(self, path: Optional[Path], header: Dict, resume: bool = True,
-                 summarise: Optional[Callable[[List[Dict]], Dict]] = None):
-        self.path, self.data = path, {**header, "runs": [], "summary": None, "seconds": 0.0}
-        self.summarise = summarise  # runs -> summary, recomputed after every finished run
-        if path is not None and resume and Path(path).is_file():
-            old = results.read_json(path)
-            if old.get("settings") != header["settings"]:
-                raise ValueError(f"{path} holds a run with other settings; use another --out, "
-                                 f"or run without --resume to start it afresh")
+    def __init__(self, path: Optional[Path], header: Dict, fresh: bool = False,
+                 summarise: Optional[Callable[[List[Dict]], object]] = None,
+                 settings_key: str = "settings", summary_key: str = "summary"):
+        self.path, self.summarise, self.summary_key = path, summarise, summary_key
+        self.data = {**header, "runs": [], summary_key: None, "seconds": 0.0}
+        if path is not None and fresh:
+            shutil.rmtree(self._checkpoints(), ignore_errors=True)
+        old = resumable(path, header[settings_key], fresh, settings_key)
+        if old is not None:
             self.data["runs"] = old.get("runs", [])
             self.data["seconds"] = old.get("seconds", 0.0)
-            self.data["resumed_from"] = old.get("date")
+            self.data["started"] = old.get("started", old.get("date"))
+            self.data["resumed"] = old.get("resumed", 0) + 1
 
     def find(self, **key) -> Optional[Dict]:
         """The finished record whose fields equal ``key`` (e.g. model="cnn", seed=0), or None."""
         return next((r for r in self.data["runs"] if all(r.get(k) == v for k, v in key.items())), None)
+
+    def _checkpoints(self) -> Path:
+        return self.path.with_name(self.path.stem + ".ckpt")
+
+    def checkpoint(self, name: str) -> Optional[str]:
+        """The checkpoint file of the unfinished run ``name`` (in ``<out stem>.ckpt/``, removed by
+        ``finish``), so that an interrupted run continues from its last epoch; None without a path."""
+        if self.path is None:
+            return None
+        folder = self._checkpoints()
+        folder.mkdir(exist_ok=True)
+        return str(folder / f"{name}.pt")
 
     def add(self, record: Dict, seconds: float) -> None:
         """Keep a finished run and write the file, its summary brought up to date (so a partial file reads)."""
         self.data["runs"].append(record)
         self.data["seconds"] = round(self.data["seconds"] + seconds, 2)
         if self.summarise is not None:
-            self.data["summary"] = self.summarise(self.data["runs"])
+            self.data[self.summary_key] = self.summarise(self.data["runs"])
         self.save()
 
     def finish(self) -> Dict:
+        """The summary of every run, written; the per-run checkpoints go (every run is in the JSON)."""
         if self.summarise is not None and self.data["runs"]:
-            self.data["summary"] = self.summarise(self.data["runs"])
+            self.data[self.summary_key] = self.summarise(self.data["runs"])
         self.save()
+        if self.path is not None:
+            shutil.rmtree(self._checkpoints(), ignore_errors=True)
         return self.data
 
     def save(self) -> None:
@@ -120,6 +181,23 @@ class ResultFile:
 def spread(values: List[float]) -> Tuple[float, Optional[float]]:
     """(mean, sample std) of a list; the std is None for a single value."""
     return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else None)
+
+
+def spread_table(runs: List[Dict], key: str, names: Sequence[str], fields: Sequence[str],
+                 head: Callable[[str, List[Dict]], Dict],
+                 value: Callable[[Dict, str], float] = lambda r, f: r[f]) -> List[Dict]:
+    """One row per name of ``names`` that has runs (``r[key] == name``): ``head(name, its runs)``, then
+    for each field ``f`` the mean (``f``) and sample std (``f + "_std"``) of ``value(run, f)``."""
+    table = []
+    for name in names:
+        mine = [r for r in runs if r[key] == name]
+        if not mine:
+            continue
+        row = head(name, mine)
+        for f in fields:
+            row[f], row[f + "_std"] = spread([value(r, f) for r in mine])
+        table.append(row)
+    return table
 
 
 def train_epochs(model, data, epochs: int, seed: int, test: Callable[[torch.nn.Module], Dict],

@@ -3,18 +3,20 @@
 - ``add_cli_arguments``: its options (no torch is imported, so ``--help`` is instant).
 - ``config_from_args``: the preset named by ``--preset`` with the options' overrides, one
   ``TwoDigitConfig``, checked before any work starts.
-- ``cli_main``: checks ``--out`` first, resumes from it (finished runs are kept, an unfinished
-  one restarts from its checkpoint), writes it after every finished run, prints the JSON.
+- ``cli_main``: checks ``--out`` first, resumes from it by the rule every stored run follows
+  (``capsedu.experiments.shared.runs.ResultFile``: finished runs are kept, an unfinished one
+  continues from its checkpoint, ``--fresh`` starts over), prints the JSON.
 """
 from __future__ import annotations
 
 from typing import Tuple
 
 from capsedu import AMP_CHOICES, SOURCES
+from capsedu.experiments.shared.arguments import add_fresh_argument
 from capsedu.experiments.two_digits.config import (
     INITS,
     LAYOUTS,
-    LR_SCHEDULES,
+    SCHEDULES,
     MODELS,
     PRESETS,
     TwoDigitConfig,
@@ -43,7 +45,7 @@ def add_cli_arguments(d) -> None:
                    help="the book's settings for a mode, or long (the stored CPU run); default: $CAPSEDU_MODE")
     d.add_argument("--out", default=None, help="write the JSON to this file (a folder: two-digits-PRESET.json "
                    "inside it) after every finished run; rerunning the same command resumes from it")
-    d.add_argument("--fresh", action="store_true", help="ignore the runs already in --out and start again")
+    add_fresh_argument(d)
     d.add_argument("--source", choices=SOURCES, default=None, help="MNIST source (default: the preset's)")
     d.add_argument("--root", default=None, help="data folder (default: $CAPSEDU_DATA or ~/.cache/capsedu)")
     d.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
@@ -52,7 +54,7 @@ def add_cli_arguments(d) -> None:
     d.add_argument("--epochs", type=positive_int, default=None, help="epochs for every model")
     d.add_argument("--batch-size", type=positive_int, default=None, help="images per step")
     d.add_argument("--lr", type=positive_float, default=None, help="Adam learning rate")
-    d.add_argument("--lr-schedule", choices=LR_SCHEDULES, default=None, help="constant (Su's) or cosine")
+    d.add_argument("--lr-schedule", choices=SCHEDULES, default=None, help="constant (Su's) or cosine")
     d.add_argument("--margin-lam", type=non_negative_float, default=None,
                    help="margin loss weight of the absent classes (Su: 0.25)")
     d.add_argument("--squash-k", type=positive_float, default=None, help="k in |s|^2/(k+|s|^2) (capsule heads)")
@@ -83,47 +85,21 @@ def cli_main(args) -> int:
     """Run the experiment for the command line; the JSON goes to stdout (and to ``--out``)."""
     import contextlib
     import json
-    import shutil
     import sys
 
     from capsedu.data.mnist import load_dataset
-    from capsedu.experiments.two_digits.run import two_digit_experiment
+    from capsedu.experiments.shared.runs import resumable
+    from capsedu.experiments.two_digits.run import DEFAULT_NAME, two_digit_experiment
     from capsedu.runtime.device import resolve_device
-    from capsedu.runtime.files import write_json
-    from capsedu.runtime.results import output_path, provenance, read_json, utc_now
+    from capsedu.runtime.results import command_line, output_path
 
     name, config = config_from_args(args)               # every check happens before any work
-    out = None if args.out is None else output_path(args.out, f"two-digits-{name}.json")
-    previous = None
-    if out is not None and out.exists() and not args.fresh:
-        previous = read_json(out)
-        if previous.get("config") != config.as_dict():
-            raise ValueError(f"{out} holds a run of other settings; use --fresh to replace it, "
-                             "or another --out")
-    ckpt_dir = None if out is None else out.with_name(out.stem + ".ckpt")
-    if ckpt_dir is not None:
-        if args.fresh and ckpt_dir.is_dir():
-            shutil.rmtree(ckpt_dir)
-        ckpt_dir.mkdir(exist_ok=True)
+    out = None if args.out is None else output_path(args.out, DEFAULT_NAME.format(preset=name))
+    resumable(out, config.as_dict(), args.fresh, "config")  # other settings: an error before the data loads
     device = resolve_device(args.device)
-    header = {"preset": name, **provenance(args.argv, str(device))}
-    if previous is not None:
-        header["started"] = previous.get("started", previous.get("date"))
-        header["resumed"] = previous.get("resumed", 0) + 1
     with contextlib.redirect_stdout(sys.stderr):        # stdout carries the JSON only
         data = load_dataset("mnist", config.source, device=device, root=args.root, verbose=True)
-
-    def save(result):
-        written = utc_now()
-        stamped = {**header, **result, "written": written}
-        if out is not None:
-            write_json(stamped, out)
-        return stamped
-
-    result = two_digit_experiment(data, config, device=device, progress=not args.no_progress, previous=previous,
-                                  checkpoint_dir=None if ckpt_dir is None else str(ckpt_dir), on_run_end=save)
-    final = save(result)
-    if ckpt_dir is not None:
-        shutil.rmtree(ckpt_dir, ignore_errors=True)     # every run is in the JSON now
-    print(json.dumps(final, indent=2))
+    result = two_digit_experiment(data, config, out=out, fresh=args.fresh, device=device,
+                                  progress=not args.no_progress, command=command_line(args.argv), preset=name)
+    print(json.dumps(result, indent=2))
     return 0

@@ -12,9 +12,9 @@ import math
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Dict, Mapping, Optional, Tuple, Union
 
-from capsedu import AMP_CHOICES, SOURCES
+from capsedu import AMP_CHOICES, LR_SCHEDULES, SOURCES
 
-__all__ = ["MODELS", "LAYOUTS", "INITS", "LR_SCHEDULES", "SU_EPOCHS", "TwoDigitConfig", "PRESETS",
+__all__ = ["MODELS", "LAYOUTS", "INITS", "SCHEDULES", "SU_EPOCHS", "TwoDigitConfig", "PRESETS",
            "preset"]
 
 # name -> what the head is; all four share Su's ConvStack.
@@ -27,7 +27,7 @@ MODELS = {
 # vertical: Su's script (56x28); horizontal: his prose (28x56); overlapping: MultiMNIST-style 36x36.
 LAYOUTS = ("vertical", "horizontal", "overlapping")
 INITS = ("keras", "torch")  # keras: Glorot-uniform weights and zero biases, as in Su's script
-LR_SCHEDULES = ("constant", "cosine")  # Su's script: constant
+SCHEDULES = tuple(s for s in LR_SCHEDULES if s != "step")  # Su's script: constant
 SU_EPOCHS = {"pooling": 20, "capsule-su": 10, "capsule-hinton": 10, "capsule-su-march": 10}  # batch 128
 
 
@@ -107,7 +107,7 @@ class TwoDigitConfig:
         for name, value in (("shift", self.shift), ("pair_seed", self.pair_seed)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"{name} must be an int >= 0, got {value!r}")
-        for name, value, allowed in (("init", self.init, INITS), ("lr_schedule", self.lr_schedule, LR_SCHEDULES),
+        for name, value, allowed in (("init", self.init, INITS), ("lr_schedule", self.lr_schedule, SCHEDULES),
                                      ("source", self.source, SOURCES), ("amp", self.amp, AMP_CHOICES)):
             if value not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
