@@ -43,6 +43,12 @@ from capsedu.training.evaluation import (
     evaluate,
     float_targets,
 )
+from capsedu.training.objectives import (
+    LOSSES,
+    cross_entropy_loss,
+    spread_loss,
+    spread_margin,
+)
 
 __all__ = ["fit", "start_run", "train_epoch", "epoch_record", "checkpoint_state", "Run", "History"]
 
@@ -116,6 +122,7 @@ class Run:
     history: History
     start: int                        # the first epoch still to train
     step: int                         # optimiser steps so far
+    total_steps: int = 1              # optimiser steps of the whole run (the spread loss's margin grows over it)
 
 
 def start_run(model, data, epochs: int, batch_size: int = 128, lr: float = 1e-3, lr_decay: float = 0.96,
@@ -129,8 +136,9 @@ def start_run(model, data, epochs: int, batch_size: int = 128, lr: float = 1e-3,
                 margin_lam=margin_lam, recon_weight=recon_weight, shift=shift, seed=seed)
     if lr_schedule not in LR_SCHEDULES:
         raise ValueError(f"lr_schedule must be one of {LR_SCHEDULES}, got {lr_schedule!r}")
-    if loss not in ("capsnet", "margin"):
-        raise ValueError(f"loss must be 'capsnet' (CapsNet outputs) or 'margin' (plain scores), got {loss!r}")
+    if loss not in LOSSES:
+        raise ValueError(f"loss must be 'capsnet' (CapsNet outputs), or 'margin', 'cross_entropy' or 'spread' "
+                         f"(plain scores), got {loss!r}")
     device = resolve_device(device)
     amp = resolve_amp(amp, device)
     model.to(device)
@@ -163,21 +171,28 @@ def start_run(model, data, epochs: int, batch_size: int = 128, lr: float = 1e-3,
         restore(ckpt, checkpoint, model, optimizer, scheduler, scaler, generator, meta)
         run.history.epochs, run.start = list(ckpt["history"]), ckpt["epoch"] + 1
     run.step = scheduler.last_epoch  # the scheduler counts optimiser steps
+    run.total_steps = max(1, epochs * math.ceil(n / batch_size))
     return run
 
 
 # ---------------------------------------------------------------- one epoch
 _WRONG_OUTPUT = ("loss='capsnet' calls model(images, labels) and expects (capsules, lengths, reconstructions); "
-                 "loss='margin' calls model(images) and expects scores (B, C)")
+                 "the other losses call model(images) and expect scores (B, C)")
 
 
-def _losses(net, xb, tb, loss, margin_lam, recon_weight):
-    """One forward pass -> (scores, margin loss, weighted reconstruction loss)."""
-    if loss == "margin":
+def _losses(net, xb, tb, loss, margin_lam, recon_weight, progress=0.0):
+    """One forward pass -> (scores, class loss, weighted reconstruction loss)."""
+    if loss != "capsnet":
         scores = net(xb)                                                # (B, C)
         if not isinstance(scores, torch.Tensor):
             raise TypeError(_WRONG_OUTPUT + f"; got {type(scores).__name__}: try loss='capsnet'")
-        return scores, margin_loss(scores, tb, lam=margin_lam), scores.new_zeros((), dtype=torch.float32)
+        if loss == "margin":
+            main = margin_loss(scores, tb, lam=margin_lam)
+        elif loss == "cross_entropy":
+            main = cross_entropy_loss(scores, tb)
+        else:
+            main = spread_loss(scores, tb, spread_margin(progress))
+        return scores, main, scores.new_zeros((), dtype=torch.float32)
     try:
         out = net(xb, tb)  # the labels mask the decoder: it reconstructs the true class
     except TypeError as err:  # e.g. forward(x) takes no labels
@@ -226,7 +241,8 @@ def train_epoch(run: Run, epoch: int, on_progress: Optional[Callable[[float, Dic
         if meta["shift"]:
             xb = random_shift(xb, meta["shift"], generator=run.generator)
         with autocast(run.amp, run.device):
-            scores, margin, recon = _losses(run.net, xb, tb, meta["loss"], meta["margin_lam"], meta["recon_weight"])
+            scores, margin, recon = _losses(run.net, xb, tb, meta["loss"], meta["margin_lam"], meta["recon_weight"],
+                                            run.step / run.total_steps)
         total = margin + recon
         _optimiser_step(run, total)
         # Record on the device; read back every `sync_every` steps (each read waits for the GPU).
@@ -286,7 +302,7 @@ def fit(model, data, epochs: int, batch_size: int = 128, lr: float = 1e-3, lr_de
 
     ``loss="capsnet"``: ``model(x, labels)`` returns (capsules, lengths, reconstructions), the
     decoder masked by the true labels; loss = margin + recon_weight x SSE.
-    ``loss="margin"``: ``model(x)`` returns scores (B, C); loss = margin loss.
+    ``loss="margin"``, ``"cross_entropy"`` or ``"spread"`` (``training.objectives``): ``model(x)`` returns scores (B, C).
     Labels may be integers (N,) or multi-hot floats (N, C). With ``checkpoint``, the state is
     saved after every epoch and a run finds and resumes it; finished runs return at once.
     ``resume=False`` ignores an existing checkpoint, which the first new one then replaces.
