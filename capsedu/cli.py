@@ -12,7 +12,10 @@
 
 One resume rule for every command that writes a stored run (``train`` and all of the above):
 rerunning it with an existing ``--out`` resumes when the stored settings match, ``--fresh``
-starts over, and other settings are a one-line error that names them.
+starts over, and other settings are a one-line error that names them. ``--out`` is a file in an
+existing folder (or an existing folder; ``train``'s is a folder, created with its parents), checked
+with every other argument before anything is created; one writer at a time (a lock beside it);
+a damaged stored file is one line naming it (``capsedu.runtime.stored``).
 
 Bad arguments exit with code 2 and one line; errors at run time with code 1 and
 one line (set ``CAPSEDU_DEBUG=1`` for the full traceback). torch is imported only
@@ -25,13 +28,8 @@ import os
 import sys
 
 from capsedu import AMP_CHOICES, SOURCES
-from capsedu.runtime.arguments import (
-    CommandParser,
-    HelpFormatter,
-    non_negative_int,
-    positive_float,
-    positive_int,
-)
+from capsedu.runtime.arguments import (CommandParser, HelpFormatter, batch_int, epochs_int, float_in, int_in,
+                                       positive_int, seed_int)
 
 __all__ = ["main", "build_parser"]
 
@@ -56,12 +54,14 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Train CapsNet (Sabour et al., 2017). Rerun the same command to resume "
                        "(--fresh starts over).")
     data_args(t, "auto")
-    t.add_argument("--epochs", type=positive_int, default=10, help="passes over the training set")
-    t.add_argument("--batch-size", type=positive_int, default=128, help="images per step")
-    t.add_argument("--lr", type=positive_float, default=1e-3, help="Adam learning rate (x0.96 every 2,000 steps)")
+    t.add_argument("--epochs", type=epochs_int, default=10, help="passes over the training set")
+    t.add_argument("--batch-size", type=batch_int, default=128, help="images per step")
+    t.add_argument("--lr", type=float_in(0, 10, "a positive learning rate"), default=1e-3,
+                   help="Adam learning rate (x0.96 every 2,000 steps)")
     t.add_argument("--routing", choices=("hinton", "su"), default="hinton", help="routing update")
-    t.add_argument("--iterations", type=positive_int, default=3, help="routing iterations")
-    t.add_argument("--out", default="runs/capsnet", help="folder for checkpoint.pt and metrics.json")
+    t.add_argument("--iterations", type=int_in(1, 100), default=3, help="routing iterations")
+    t.add_argument("--out", default="runs/capsnet", help="folder for checkpoint.pt and metrics.json "
+                   "(created, with its parents, once every argument is checked); one writer at a time")
     from capsedu.experiments.shared.arguments import add_fresh_argument
     add_fresh_argument(t)
     t.add_argument("--amp", choices=AMP_CHOICES, default="auto",
@@ -69,8 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "AVX512-BF16/AMX), fp16 with a GradScaler on CUDA 7.x (T4, V100), else off")
     t.add_argument("--compile", action="store_true", help="wrap the model in torch.compile")
     t.add_argument("--fast", action="store_true", help="capsedu.speed.fast: fused routing, channels-last on CUDA")
-    t.add_argument("--seed", type=non_negative_int, default=0, help="initial weights, shuffling and shifts")
-    t.add_argument("--shift", type=non_negative_int, default=2, help="random shift augmentation, pixels")
+    t.add_argument("--seed", type=seed_int, default=0, help="initial weights, shuffling and shifts")
+    t.add_argument("--shift", type=int_in(0, 14), default=2, help="random shift augmentation, pixels")
     t.add_argument("--limit", type=positive_int, default=None, help="train on the first N images only")
     t.add_argument("--no-progress", action="store_true", help="no progress bars")
     t.set_defaults(func=cmd_train)
@@ -80,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--checkpoint", required=True, help="a checkpoint.pt written by train")
     data_args(e, None)
     e.add_argument("--limit", type=positive_int, default=None, help="test on the first N images only")
-    e.add_argument("--batch-size", type=positive_int, default=500, help="images per forward pass")
+    e.add_argument("--batch-size", type=batch_int, default=500, help="images per forward pass")
     e.set_defaults(func=cmd_evaluate)
 
     i = sub.add_parser("info", help="versions, devices and data sources (JSON)", formatter_class=fmt,
@@ -135,13 +135,20 @@ def cmd_two_digits(args) -> int:
 
 def main(argv=None) -> int:
     """Run one command; returns the exit code (0 ok, 1 run-time error, 2 bad arguments, 130 interrupted)."""
+    from capsedu.runtime.files import catch_ctrl_c, interrupted
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     args.argv = argv
     try:
-        return args.func(args)
+        with catch_ctrl_c():  # Ctrl-C at any moment: exit 130, whatever swallowed it
+            code = args.func(args)
+            if interrupted():
+                raise KeyboardInterrupt
+            return code
     except KeyboardInterrupt:
-        hint = "; rerun the same command to resume from the last finished epoch" if args.command == "train" else ""
+        hint = "; rerun the same command to resume from the last finished epoch" if args.command == "train" else \
+            f"; the finished runs are kept in {args.out}: rerun the same command to resume" \
+            if getattr(args, "out", None) else ""
         print(f"capsedu {args.command}: interrupted{hint}", file=sys.stderr)
         return 130
     except (ValueError, TypeError, RuntimeError, OSError, FloatingPointError) as err:

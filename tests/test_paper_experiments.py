@@ -48,6 +48,64 @@ def test_baseline_outputs_scores_and_checks_shapes():
         BaselineConfig(pool_after=(4,))
 
 
+def test_baseline_logits_option_adds_no_weight_and_drops_the_sigmoid():
+    for config in (BaselineConfig(), BaselineConfig.affnist(channels=(8, 8, 4), hidden=(16,))):
+        torch.manual_seed(0)
+        scores = BaselineCNN(config)
+        torch.manual_seed(0)
+        logits = BaselineCNN(dataclasses.replace(config, logits=True))
+        assert not config.logits and count_parameters(logits) == count_parameters(scores)
+        assert isinstance(scores.head[-1], torch.nn.Sigmoid) and isinstance(logits.head[-1], torch.nn.Linear)
+        a, b = scores.state_dict(), logits.state_dict()
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)  # the same draw from one seed
+    scores.eval(), logits.eval()
+    x = torch.rand(4, 1, 40, 40)
+    assert torch.allclose(torch.sigmoid(logits(x)), scores(x), atol=1e-6)
+    assert count_parameters(BaselineCNN(logits=True)) == 35_445_522
+    with pytest.raises(ValueError, match="logits must be True or False"):
+        BaselineConfig(logits=1)
+
+
+def test_robustness_models_and_their_losses():
+    config = robustness.PRESETS["smoke"]
+    assert robustness.MODELS == ("cnn", "capsnet", "cnn-ce")  # a new model goes last: earlier runs keep their order
+    assert robustness.MODEL_LOSS == {"cnn": "margin", "capsnet": "capsnet", "cnn-ce": "cross_entropy"}
+    for name, preset in robustness.PRESETS.items():
+        assert "cnn-ce" in preset.models, name
+    torch.manual_seed(0)
+    cnn = robustness.make_model("cnn", config)
+    torch.manual_seed(0)
+    ce = robustness.make_model("cnn-ce", config)
+    assert not cnn.config.logits and ce.config.logits and count_parameters(cnn) == count_parameters(ce)
+    assert all(torch.equal(a, b) for a, b in zip(cnn.state_dict().values(), ce.state_dict().values()))
+    with torch.no_grad():
+        ce.head[-1].bias.fill_(5.0)                          # logits: nothing squeezes them into (0, 1)
+        assert (ce.eval()(torch.rand(2, 1, 40, 40)) > 1).all()
+
+
+def _epochs(vals, strengths=(0.0, 1.0)):
+    return [{"epoch": k, "val": v, "clean": v, **{f"affine@{s:g}": v / 2 for s in strengths},
+             "wrong": [[k, 0]]} for k, v in enumerate(vals, start=1)]
+
+
+def test_summary_matches_any_number_of_models():
+    vals = {"cnn": [0.5, 0.8, 0.9], "capsnet": [0.6, 0.7, 0.85], "cnn-ce": [0.4, 0.75, 0.7]}
+    runs = [{"model": m, "seed": 0, "params": 1, "epochs": _epochs(v)} for m, v in vals.items()]
+    config = robustness.RobustnessConfig(seeds=(0,), strengths=(0.0, 1.0))
+    table = {r["model"]: r for r in robustness.summarise(runs, config)["table"]}
+    # the lowest best is cnn-ce's 0.75: each model at its first epoch reaching 0.75
+    assert {m: r["epochs"] for m, r in table.items()} == {"cnn": [2], "capsnet": [3], "cnn-ce": [2]}
+    assert table["cnn-ce"]["loss"] == "cross_entropy" and table["cnn"]["val"] == 0.8
+    two = dataclasses.replace(config, models=("cnn", "capsnet"))  # without cnn-ce the bar is capsnet's 0.85
+    assert [r["epochs"] for r in robustness.summarise(runs[:2], two)["table"]] == [[3], [3]]
+    failures = robustness.summarise(runs, config)["failures"]  # the CNN against CapsNet, as with two models
+    assert set(failures) == {"strength", "seed", "cnn_only", "capsnet_only", "both"} and failures["both"] == []
+    matched = robustness.matched_runs({"settings": {"models": list(vals), "seeds": [0]}, "runs": runs})
+    assert [(r["model"], r["seed"], r["epoch"]) for r in matched] == [
+        ("cnn", 0, 2), ("capsnet", 0, 3), ("cnn-ce", 0, 2)]
+    assert runs[1:] and robustness.summarise(runs[1:], config)["table"] == []  # a seed without every model waits
+
+
 @pytest.mark.parametrize("size, primary", [(40, 32 * 12 * 12), (36, 32 * 10 * 10)])
 def test_capsnet_on_padded_canvases(size, primary):
     model = CapsNet(image_size=(size, size), conv_channels=16, primary_types=32, decoder_hidden=(8,))
@@ -118,6 +176,8 @@ def test_every_module_has_every_preset():
     (lambda: robustness.RobustnessConfig(seeds=(0, 0)), "RobustnessConfig.seeds must be a non-empty tuple"),
     (lambda: ablation.AblationConfig(variants=("r2",)), "AblationConfig.variants must be distinct names"),
     (lambda: ablation.AblationConfig(epochs=0), "AblationConfig.epochs must be a positive int"),
+    (lambda: ablation.AblationConfig(canvas=28, max_shift=3), r"AblationConfig.max_shift must be an int in \[0, 2\]"),
+    (lambda: ablation.AblationConfig(canvas=24, max_shift=0), "AblationConfig.canvas must be at least 28"),
     (lambda: multimnist.MultiMNISTConfig(canvas=36, max_shift=5), "MultiMNISTConfig needs canvas >= 28"),
     (lambda: multimnist.MultiMNISTConfig(lr=-1), "MultiMNISTConfig.lr must be a positive number"),
 ])
@@ -144,14 +204,33 @@ def _run(name, config, **kw):
     return runner(config, progress=False, device="cpu", **kw)
 
 
-def test_robustness_end_to_end_and_matching(data, tmp_path):
+def test_robustness_end_to_end_and_matching(data, tmp_path, monkeypatch):
     config = _tiny("robustness")
+    losses, real = {}, robustness.train_epochs
+
+    def recording(*args, **kwargs):
+        losses[kwargs["desc"]] = kwargs["loss"]
+        return real(*args, **kwargs)
+    monkeypatch.setattr(robustness, "train_epochs", recording)
     result = _run("robustness", config, data=data, out=tmp_path)
+    assert losses == {f"{m} seed {s}": robustness.MODEL_LOSS[m] for m in config.models for s in config.seeds}
+    assert losses["cnn-ce seed 0"] == "cross_entropy"
     stored = json.loads((tmp_path / robustness.DEFAULT_NAME).read_text())
     assert stored["summary"] == result["summary"] and stored["settings"]["seeds"] == [0, 1]
     assert {"command", "date", "hardware", "torch", "settings"} <= set(stored)
-    assert len(stored["runs"]) == 4
-    for seed in config.seeds:  # matched: both chosen epochs reach the lower of the two best validation accuracies
+    assert len(stored["runs"]) == 3 * 2 and [r["loss"] for r in stored["runs"][:3]] == [
+        "margin", "capsnet", "cross_entropy"]
+    sizes = {"val": config.n_val, "clean": config.n_test, "affine@0": config.n_test, "affine@1": config.n_test}
+    for r in stored["runs"]:  # every set of every epoch: the items missed, sorted, agreeing with the accuracy
+        for e in r["epochs"]:
+            assert set(e["misses"]) == set(sizes)
+            for k, missed in e["misses"].items():
+                assert missed == sorted(set(missed)) and all(0 <= i < sizes[k] for i in missed)
+                assert 1 - len(missed) / sizes[k] == pytest.approx(e[k], abs=1e-6)
+            assert [i for i, _ in e["wrong"]] == e["misses"]["affine@1"]
+    matched = robustness.matched_runs(stored)
+    assert len(matched) == 6 and all("misses" in r and "best" not in r for r in matched)
+    for seed in config.seeds:  # matched: each chosen epoch reaches the lowest of the models' best validation accuracy
         runs = {r["model"]: r for r in stored["runs"] if r["seed"] == seed}
         target = min(max(e["val"] for e in r["epochs"]) for r in runs.values())
         for m, r in runs.items():
@@ -171,6 +250,13 @@ def test_ablation_and_multimnist_end_to_end(data, tmp_path):
     assert [(r["iterations"], r["reconstruction"], r["detach_inner"]) for r in table] == [
         (1, False, False), (3, True, False), (3, False, True)]
     assert tuple(table[1]["paper_error"]) == (0.25, 0.005) and table[2]["paper_error"] is None
+    n = _tiny("ablation").n_test
+    for r in result["runs"]:  # the items each run misses, at the epoch it reports (the last)
+        assert set(r["misses"]) == {"clean", "affine"}
+        assert 1 - len(r["misses"]["clean"]) / n == pytest.approx(r["epochs"][-1]["clean"], abs=1e-6)
+        assert 100 * len(r["misses"]["clean"]) / n == pytest.approx(r["clean_error"], abs=1e-4)
+        assert 1 - len(r["misses"]["affine"]) / n == pytest.approx(r["affine_acc"], abs=1e-6)
+        assert all(m == sorted(set(m)) for m in r["misses"].values())
     result = _run("multimnist", _tiny("multimnist"), data=data, out=tmp_path / "m.json")
     record = result["runs"][0]
     assert 0 <= record["top2"] <= 1 and record["error"] == pytest.approx(100 * (1 - record["top2"]))
@@ -194,7 +280,7 @@ def test_resume_skips_finished_runs(data, tmp_path, monkeypatch):
     assert calls == [] and again["runs"] == first["runs"]
     assert again["resumed"] == 1 and again["started"] == first["date"]
     fresh = _run("robustness", dataclasses.replace(config, seeds=(0,)), data=data, out=out, fresh=True)
-    assert len(calls) == 2 and len(fresh["runs"]) == 2 and "resumed" not in fresh
+    assert len(calls) == len(config.models) == len(fresh["runs"]) == 3 and "resumed" not in fresh
 
 
 def test_an_interrupted_run_keeps_its_finished_runs_and_a_summary(data, tmp_path, monkeypatch):
@@ -212,6 +298,18 @@ def test_an_interrupted_run_keeps_its_finished_runs_and_a_summary(data, tmp_path
     stored = json.loads(out.read_text())
     assert [(r["model"], r["seed"]) for r in stored["runs"]] == [("cnn", 0)]
     assert stored["summary"]["table"] == []  # no seed has both networks yet: nothing to compare, but readable
+
+
+def test_ablation_stored_run_is_on_the_papers_setting(data):
+    long = ablation.PRESETS["long"]
+    assert (long.canvas, long.max_shift) == (28, 2)  # Table 1: 28x28 digits shifted by up to 2 pixels
+    assert all((p.canvas, p.max_shift) == (40, 6) for name, p in ablation.PRESETS.items() if name != "long")
+    config = dataclasses.replace(ablation.PRESETS["smoke"], variants=("r3+recon",), canvas=28, max_shift=2)
+    result = _run("ablation", config, data=data)
+    run = result["runs"][0]
+    assert 0 <= run["affine_acc"] <= 1 and len(run["misses"]["affine"]) == round((1 - run["affine_acc"]) * 40)
+    sets = ablation._test_sets(data, config, "cpu")
+    assert all(x.shape[1:] == (1, 28, 28) for x, _ in sets.values())
 
 
 def test_out_is_checked_before_training(tmp_path):

@@ -272,6 +272,67 @@ def test_compare_routing_end_to_end(compared):
     assert set(result["models"]) == set(METHODS)
 
 
+def test_em_spread_is_em_at_dynamic_routing_s_size():
+    import capsedu.experiments.compare_routing.run as cr
+    torch.manual_seed(0)
+    dynamic, em, fair = (cr.make_model(name) for name in ("dynamic", "em", "em-spread"))
+    assert (count_parameters(dynamic), count_parameters(em), count_parameters(fair)) == (279_488, 15_852, 287_084)
+    assert 0.5 <= count_parameters(fair) / count_parameters(dynamic) <= 2
+    assert fair.config == cr.EM_SPREAD_CONFIG and cr.LOSS["em-spread"] == "spread" and "em" not in cr.LOSS
+    # its trunk is dynamic routing's conv stack; its capsule grid 8x8 -> 3x3, routed by EM
+    assert [p.shape for p in fair.conv1.parameters()] == [p.shape for p in dynamic.features.parameters()]
+    poses, a = fair.grid(torch.rand(2, 1, 28, 28))
+    assert poses.shape == (2, 3, 3, 8, 16) and a.shape == (2, 3, 3, 8)
+    scores = fair(torch.rand(2, 1, 28, 28))
+    assert scores.shape == (2, 10) and ((scores > 0) & (scores < 1)).all()
+    # the costs, standardised over 10 classes, put the true class at most 10 / 3 below all others (one
+    # at -3, nine at +1/3: mean 0, std 1), so the logit gap is at most d = lambda_3 * 10 / 3 and the
+    # activation gap at most max_z sigmoid(z + d) - sigmoid(z) = tanh(d / 4): "em" cannot reach the
+    # spread loss's final margin 0.9 (nor the margin loss's 0.9 / 0.1), "em-spread" can
+    costs = torch.tensor([-3.0] + [1 / 3] * 9, dtype=torch.float64)
+    assert costs.mean().abs() < 1e-9 and costs.pow(2).mean().item() == pytest.approx(1.0)
+    z = torch.linspace(-10, 10, 20001, dtype=torch.float64)
+    for config, reachable in ((em.config, False), (fair.config, True)):
+        d = inverse_temperature(3, config.final_lambda) * (costs[1:].min() - costs[0]).item()
+        best = (torch.sigmoid(z + d) - torch.sigmoid(z)).max().item()
+        assert best == pytest.approx(math.tanh(d / 4), abs=1e-6) and (best > 0.9) == reachable
+    for bad in ({"stem": "vgg"}, {"stem": "su", "A": 127}):
+        with pytest.raises(ValueError, match="stem"):
+            MatrixCapsNet(**bad)
+
+
+def test_em_spread_trains_with_the_spread_loss(sample, monkeypatch):
+    from capsedu.experiments.compare_routing.run import CompareConfig, compare_routing
+    from capsedu.training import loop
+    margins = []
+    real = loop.spread_loss
+    monkeypatch.setattr(loop, "spread_loss", lambda a, t, m: margins.append(m) or real(a, t, m))
+    result = compare_routing(CompareConfig(**{**TINY, "methods": ("em-spread",)}), data=sample, progress=False)
+    assert result["runs"][0]["loss"] == "spread" and len(margins) == 2      # 16 digits, batches of 8
+    assert margins[0] == pytest.approx(0.2) and margins[1] == pytest.approx(0.2 + 0.7 / 2)
+
+
+def test_misses_agree_with_accuracies_and_models(compared, sample):
+    import capsedu.experiments.compare_routing.run as cr
+    result, out = compared
+    sets = cr.test_sets(sample, cr.CompareConfig(**TINY), "cpu")
+    for run in json.loads(out.read_text())["runs"]:
+        for name, (x, y) in sets.items():
+            misses = run["misses"][name]
+            assert misses == sorted(set(misses)) and all(0 <= i < len(y) for i in misses)
+            assert 1 - len(misses) / len(y) == pytest.approx(run[name], abs=1e-6)
+            model = result["models"][run["method"]].eval()
+            with torch.no_grad():
+                wrong = (model(x).argmax(dim=1) != y).nonzero().flatten().tolist()
+            assert wrong == misses, (run["method"], name)
+    # a method added to the list changes no other method's training: each (method, seed) seeds itself
+    alone = cr.compare_routing(cr.CompareConfig(**{**TINY, "methods": ("none",)}), data=sample,
+                               progress=False)["runs"][0]
+    with_all = next(r for r in result["runs"] if r["method"] == "none")
+    assert [e["loss"] for e in alone["epochs"]] == [e["loss"] for e in with_all["epochs"]]
+    assert alone["misses"] == with_all["misses"]
+
+
 def test_compare_routing_resumes_without_training(compared, sample, monkeypatch):
     import capsedu.experiments.compare_routing.run as cr
     _, out = compared

@@ -73,3 +73,37 @@ def test_detectable_difference_by_hand():
     assert detectable_difference(4000, 0.97) == pytest.approx(detectable_difference(1000, 0.97) / 2)
     with pytest.raises(ValueError, match="positive int"):
         detectable_difference(0, 0.9)
+
+
+# ---------------------------------------------------------------- verdicts from stored runs
+from capsedu.experiments.shared.verdicts import (CANNOT_TELL, FAILS, HOLDS, compare, interval_text, judge,  # noqa: E402
+                                                 outcomes, rows_for)
+
+
+def test_judge_reads_the_interval():
+    assert judge({"low": 0.1, "high": 0.3}) == HOLDS
+    assert judge({"low": -0.3, "high": -0.1}) == FAILS
+    assert judge({"low": -0.3, "high": -0.1}, sign=-1) == HOLDS
+    assert judge({"low": -0.1, "high": 0.3}) == CANNOT_TELL
+    assert judge({"low": None, "high": None}) == CANNOT_TELL
+
+
+def test_outcomes_and_compare_with_misses():
+    assert outcomes([0, 3], 5).tolist() == [False, True, True, False, True]
+    with pytest.raises(ValueError, match="lie in"):
+        outcomes([5], 5)
+    a, b = {0: 0.9, 1: 0.8, 2: 0.85}, {0: 0.7, 1: 0.75, 2: 0.6}
+    c = compare(a, b, 20, misses_a={0: [1, 2]}, misses_b={0: [1, 2, 3, 4, 5, 6]})
+    assert c["seeds"] == [0, 1, 2] and c["mean"] == pytest.approx(0.5 / 3)
+    assert [m["seed"] for m in c["mcnemar"]] == [0] and c["mcnemar"][0]["only_a"] == 4
+    assert c["mcnemar"][0]["p"] == pytest.approx(2 / 16)
+    assert interval_text(c).startswith("+0.167 [") and "McNemar p 0.12" in interval_text(c)
+
+
+def test_rows_for_pairs_runs_by_seed_and_says_when_it_cannot():
+    runs = [{"model": m, "seed": s, "acc": v} for m, vs in (("caps", (0.9, 0.92, 0.91)), ("pool", (0.5, 0.55, 0.52)))
+            for s, v in enumerate(vs)]
+    rows = rows_for([{"a": "caps", "b": "pool", "field": "acc"}, {"a": "caps", "b": "absent", "field": "acc"}],
+                    runs, 1000)
+    assert rows[0]["verdict"] == HOLDS and rows[0]["comparison"]["detectable"] > 0
+    assert rows[1]["verdict"] == CANNOT_TELL and rows[1]["comparison"] is None

@@ -6,7 +6,11 @@
 - ``AblationConfig``: one frozen dataclass of settings; ``PRESETS`` one per mode and "long".
 - ``ablation_experiment``: every variant x seed under one budget (same epochs, data, shifts),
   tested on the shifted test digits and on experiment 1's affine test set; a JSON-friendly dict,
-  written after every finished run so that a rerun resumes.
+  written after every finished run so that a rerun resumes. Each run stores the indices of the
+  test items it misses on each set ("misses": {"clean": [...], "affine": [...]}), for McNemar's
+  test between two variants on the same items (``capsedu.experiments.shared.verdicts``).
+- The stored run ("long") trains on the paper's setting for Table 1: 28x28 digits shifted by up
+  to 2 pixels (zero padded); the other presets keep experiment 1's 40x40 canvas.
 - ``PAPER_TABLE1``: the paper's own numbers (MNIST test error %, mean and std), for comparison.
 """
 from __future__ import annotations
@@ -43,6 +47,7 @@ VARIANTS = {
     "r3-detach": (3, False, True),
     "r3-detach+recon": (3, True, True),
 }
+SHIFT_OFF_CANVAS = 2  # pixels a shifted digit's 28x28 box may leave the canvas by (the paper: 2, on 28x28)
 # Sabour et al. (2017), Table 1: MNIST test error in %, mean and std over 3 trials.
 PAPER_TABLE1 = {"r1": (0.34, 0.032), "r1+recon": (0.29, 0.011), "r3": (0.35, 0.036), "r3+recon": (0.25, 0.005)}
 
@@ -79,10 +84,14 @@ class AblationConfig:
             v = getattr(self, name)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
                 raise ValueError(f"AblationConfig.{name} must be a positive int or None, got {v!r}")
+        if self.canvas < 28:
+            raise ValueError(f"AblationConfig.canvas must be at least 28 (the digits' size), got {self.canvas}")
+        # the 28x28 box may leave the canvas by 2 pixels of MNIST's blank border, as the paper's
+        # "shifted by up to 2 pixels in each direction with zero padding" does on 28x28
+        limit = (self.canvas - 28) // 2 + SHIFT_OFF_CANVAS
         if isinstance(self.max_shift, bool) or not isinstance(self.max_shift, int) or \
-                not 0 <= self.max_shift <= (self.canvas - 28) // 2:
-            raise ValueError(f"AblationConfig.max_shift must be an int in [0, {(self.canvas - 28) // 2}], "
-                             f"got {self.max_shift!r}")
+                not 0 <= self.max_shift <= limit:
+            raise ValueError(f"AblationConfig.max_shift must be an int in [0, {limit}], got {self.max_shift!r}")
         if self.source not in ("sample", "full", "auto"):
             raise ValueError(f"AblationConfig.source must be 'sample', 'full' or 'auto', got {self.source!r}")
 
@@ -93,9 +102,9 @@ PRESETS = {
     # the chapter's live preview (about 25 s on a 2-core CPU): routing or not, one seed, a small CapsNet
     "quick": AblationConfig(variants=("r1+recon", "r3+recon"), seeds=(0,), epochs=3, batch_size=16, n_train=3000,
                             n_test=300, capsnet_conv=16, capsnet_types=4, capsnet_decoder=(256, 512)),
-    # the stored run on a 2-core CPU: a CapsNet of a quarter of the paper's width, all 9,000 sample
-    # digits, 3 seeds (about 4 minutes per training on one thread)
-    "long": AblationConfig(epochs=4, capsnet_conv=64, capsnet_types=8),
+    # the stored run on a 2-core CPU, on the paper's setting for Table 1 (28x28, shifts of up to 2 pixels):
+    # a CapsNet of a quarter of the paper's width, all 9,000 sample digits, 3 seeds
+    "long": AblationConfig(epochs=4, canvas=28, max_shift=2, capsnet_conv=64, capsnet_types=8),
     "gpu": AblationConfig(epochs=10, batch_size=128),
     "full": AblationConfig(epochs=30, batch_size=128, source="auto"),
 }
@@ -132,8 +141,14 @@ def ablation_experiment(config: AblationConfig, out=None, fresh: bool = False, d
     train = SimpleNamespace(x_train=x_train, y_train=data.y_train[:config.n_train].to(device),
                             x_test=sets["clean"][0], y_test=sets["clean"][1])
 
-    def test(model) -> Dict:
-        return {k: (predict_lengths(model, x).argmax(dim=1) == y).float().mean().item() for k, (x, y) in sets.items()}
+    def test(model) -> Tuple[Dict, Dict]:
+        """(accuracy per set, sorted indices missed per set)."""
+        accuracy, misses = {}, {}
+        for k, (x, y) in sets.items():
+            pred = predict_lengths(model, x).argmax(dim=1)             # (N,)
+            accuracy[k] = (pred == y).float().mean().item()
+            misses[k] = (pred != y).nonzero().flatten().tolist()       # ascending
+        return accuracy, misses
 
     for seed in config.seeds:
         for name in config.variants:
@@ -146,9 +161,11 @@ def ablation_experiment(config: AblationConfig, out=None, fresh: bool = False, d
                 model, train, config.epochs, seed, lambda m: {}, progress=progress, desc=f"{name} seed {seed}",
                 batch_size=config.batch_size, lr=config.lr, device=device, amp=config.amp,
                 shift=config.max_shift, loss="capsnet", recon_weight=recon_weight)
-            records[-1].update(test(model))
+            accuracy, misses = test(model)
+            records[-1].update(accuracy)
             result.add({"variant": name, "seed": seed, "params": count_parameters(model),
-                        "seconds": round(seconds, 2), "epochs": records, **test_summary(records[-1])}, seconds)
+                        "seconds": round(seconds, 2), "epochs": records, **test_summary(records[-1]),
+                        "misses": misses}, seconds)
     return result.finish()
 
 

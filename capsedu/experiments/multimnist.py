@@ -35,7 +35,7 @@ from capsedu.experiments.shared.runs import (
     start_experiment,
     train_epochs,
 )
-from capsedu.runtime.files import sha256_of
+from capsedu.runtime.files import remove_stale_tmp, sha256_of
 from capsedu.runtime.results import results_dir
 from capsedu.training.evaluation import count_correct, predict_lengths
 
@@ -162,6 +162,12 @@ def multimnist_experiment(config: MultiMNISTConfig, out=None, fresh: bool = Fals
                                        config.canvas, config.max_shift, torch.Generator().manual_seed(config.test_seed),
                                        separate=True)
     test_x, test_t = test_x.to(device), test_t.to(device)
+    if path is not None and config.save_weights:
+        try:
+            _check_weights(result, path, config.seeds)  # before any training: nothing of another's replaced
+        except BaseException:
+            result.release()
+            raise
 
     def test(model) -> Dict:
         return {"top2": count_correct(predict_lengths(model, test_x), test_t).item() / len(test_t)}
@@ -185,7 +191,7 @@ def multimnist_experiment(config: MultiMNISTConfig, out=None, fresh: bool = Fals
         record = {"seed": seed, "params": count_parameters(model), "seconds": round(seconds, 2), "epochs": records,
                   "top2": records[-1]["top2"], "error": 100 * (1 - records[-1]["top2"])}
         if path is not None and config.save_weights:
-            record.update(_save_weights(model, path.with_name(f"{path.stem}_seed{seed}.pt")))
+            record.update(_save_weights(model, _weights_path(path, seed)))
         result.add(record, seconds)
     output = result.finish()
     if return_model:
@@ -199,10 +205,43 @@ def summarise(runs) -> Dict:
     return {"error": mean, "error_std": std, "top2": 1 - mean / 100, "paper_error": PAPER_ERROR, "seeds": len(runs)}
 
 
+def _weights_path(path: Path, seed: int) -> Path:
+    return path.with_name(f"{path.stem}_seed{seed}.pt")
+
+
+def _verify_weights(file: Path, record: Dict) -> None:
+    """The weights file of ``record`` is there and has the sha256 it records; else one line."""
+    if not file.is_file():
+        raise ValueError(f"weights {file} of seed {record.get('seed')} are missing"
+                         f"{' (a folder is in their place)' if file.is_dir() else ''}; restore them, "
+                         "or pass --fresh to retrain")
+    digest = sha256_of(file)
+    if digest != record.get("weights_sha256"):
+        raise ValueError(f"weights {file} have sha256 {digest[:16]}..., expected {str(record.get('weights_sha256'))[:16]}..."
+                         f" (recorded in the JSON): the file is damaged or was replaced; restore it, or pass --fresh")
+
+
+def _check_weights(result, path: Path, seeds) -> None:
+    """Resumed seeds: their weights pass their sha256. Seeds to train: their weights file is absent,
+    or one this run's JSON (the one resumed, or the one ``--fresh`` replaces) records: capsedu never
+    overwrites weights it did not write."""
+    for record in result.data["runs"]:
+        if "weights" in record:
+            _verify_weights(path.with_name(str(record["weights"])), record)
+    ours = {r.get("weights") for r in [*result.replaced, *result.data["runs"]] if isinstance(r, dict)}
+    for seed in seeds:
+        file = _weights_path(path, seed)
+        remove_stale_tmp(file)  # left by a killed writer (the lock says none is running)
+        if result.find(seed=seed) is None and (file.exists() or file.is_symlink()) and file.name not in ours:
+            raise ValueError(f"{file} exists and is not recorded in {path}; capsedu never overwrites weights "
+                             "it did not write: move it away, or use another --out")
+
+
 def _save_weights(model: nn.Module, path: Path) -> Dict:
-    """fp16 weights (half the bytes; the figure does not need more) and their sha256."""
+    """fp16 weights (half the bytes; the figure does not need more), written atomically, and their sha256."""
+    from capsedu.runtime.checkpoints import save_atomic
     state = {k: v.detach().to("cpu", torch.float16) for k, v in model.state_dict().items()}
-    torch.save(state, path)
+    save_atomic(state, str(path))
     return {"weights": path.name, "weights_sha256": sha256_of(path),
             "weights_bytes": path.stat().st_size}
 
@@ -213,11 +252,11 @@ def load_model(result: Dict, folder=None, seed: Optional[int] = None) -> PairCap
     if folder is None:
         folder = results_dir()
     settings = {k: tuple(v) if isinstance(v, list) else v for k, v in result["settings"].items()}
-    record = next(r for r in result["runs"] if seed is None or r["seed"] == seed)
+    record = next((r for r in result["runs"] if seed is None or r["seed"] == seed), None)
+    if record is None or "weights" not in record:
+        raise ValueError(f"the multimnist result holds no stored weights{'' if seed is None else f' of seed {seed}'}")
     path = Path(folder) / record["weights"]
-    digest = sha256_of(path)
-    if digest != record["weights_sha256"]:
-        raise ValueError(f"{path} has sha256 {digest}, expected {record['weights_sha256']}; the file is corrupt")
+    _verify_weights(path, record)
     model = build_model(MultiMNISTConfig(**settings))
     state = torch.load(path, map_location="cpu", weights_only=True)
     model.load_state_dict({k: v.float() for k, v in state.items()})

@@ -2,12 +2,19 @@
 
 - ``RobustnessConfig``: every setting in one frozen dataclass, checked on construction;
   ``PRESETS`` holds one per mode (smoke, quick, gpu, full) and "long", the stored run.
-- ``make_model``: the CNN baseline or CapsNet for the padded canvas.
-- ``robustness_experiment``: train both on padded, randomly shifted training digits, test
+- ``MODELS``: "cnn", the baseline CNN's layers with sigmoid scores and the margin loss (Gu, Tresp
+  & Hu (CVPR 2021)'s "enhanced" ConvNet: it differs from CapsNet in architecture only);
+  "capsnet"; "cnn-ce", the same CNN as the paper trains it, logits and softmax cross-entropy
+  (the control that separates the loss from the architecture). ``MODEL_LOSS``: each one's loss.
+- ``make_model``: one of them for the padded canvas.
+- ``robustness_experiment``: train each on padded, randomly shifted training digits, test
   after every epoch on a held-out validation split, the shifted test digits and the
-  affNIST-style test set at several strengths; then pick each model's epoch on the
-  validation split only, so that the two are *matched on clean accuracy*; a JSON-friendly dict.
-- ``summarise``: that matching, the accuracy-vs-strength table and a few failure examples.
+  affNIST-style test set at several strengths (storing the accuracy and the indices of the items
+  missed on each set); then pick each model's epoch on the validation split only, so that all
+  are *matched on clean accuracy*; a JSON-friendly dict.
+- ``summarise``: that matching, the accuracy-vs-strength table and a few failure examples;
+  ``matched_runs``: one record per model x seed at its matched epoch, misses included (for
+  ``capsedu.experiments.shared.verdicts.rows_for`` and its per-item McNemar test).
 """
 from __future__ import annotations
 
@@ -29,13 +36,15 @@ from capsedu.experiments.shared.runs import (
 from capsedu.methods.baseline_cnn import BaselineCNN, BaselineConfig
 from capsedu.training.evaluation import predict_lengths
 
-__all__ = ["MODELS", "RobustnessConfig", "PRESETS", "make_model", "test_sets", "robustness_experiment",
-           "summarise", "DEFAULT_NAME", "PAPER_AFFNIST"]
+__all__ = ["MODELS", "MODEL_LOSS", "RobustnessConfig", "PRESETS", "make_model", "test_sets",
+           "robustness_experiment", "summarise", "matched_runs", "DEFAULT_NAME", "PAPER_AFFNIST"]
 
-MODELS = ("cnn", "capsnet")
+MODELS = ("cnn", "capsnet", "cnn-ce")  # a new model goes last: the earlier ones' runs keep their order
+MODEL_LOSS = {"cnn": "margin", "capsnet": "capsnet", "cnn-ce": "cross_entropy"}  # fit's loss for each
 DEFAULT_NAME = "robustness.json"
-# Sabour et al. (2017), section 5.2: (accuracy on the shifted MNIST test set, accuracy on affNIST)
-PAPER_AFFNIST = {"capsnet": (0.9923, 0.79), "cnn": (0.9922, 0.66)}
+# Sabour et al. (2017), section 5.2: (accuracy on the shifted MNIST test set, accuracy on affNIST). The
+# paper's CNN is trained with cross-entropy ("cnn-ce"); "cnn" repeats its numbers for the chapter's older text.
+PAPER_AFFNIST = {"capsnet": (0.9923, 0.79), "cnn": (0.9922, 0.66), "cnn-ce": (0.9922, 0.66)}
 
 
 @dataclass(frozen=True)
@@ -105,10 +114,12 @@ PRESETS = {
 
 
 def make_model(name: str, config: RobustnessConfig) -> torch.nn.Module:
-    """The CNN baseline (margin loss on sigmoid scores) or CapsNet, for the config's canvas."""
-    if name == "cnn":
+    """The CNN baseline for the config's canvas: sigmoid scores ("cnn", Gu et al.'s enhanced ConvNet,
+    margin loss) or logits ("cnn-ce", the paper's, cross-entropy), the same weights from one seed; or CapsNet."""
+    if name in ("cnn", "cnn-ce"):
         return BaselineCNN(BaselineConfig.affnist(config.canvas, channels=config.cnn_channels,
-                                                  hidden=config.cnn_hidden, dropout=config.cnn_dropout))
+                                                  hidden=config.cnn_hidden, dropout=config.cnn_dropout,
+                                                  logits=name == "cnn-ce"))
     if name == "capsnet":
         return CapsNet(image_size=(config.canvas, config.canvas), conv_channels=config.capsnet_conv,
                        primary_types=config.capsnet_types, decoder_hidden=config.capsnet_decoder)
@@ -134,17 +145,20 @@ def test_sets(data, config: RobustnessConfig, device) -> Dict[str, Tuple[torch.T
 
 
 def _tester(sets, strongest: str):
-    """test(model) -> accuracies on every set but train; wrong answers at the strongest affine set."""
+    """test(model) -> accuracies on every set but train, the indices missed on each ("misses": set ->
+    sorted list) and the wrong answers at the strongest affine set ("wrong": [index, prediction])."""
     def test(model) -> Dict:
-        out = {}
+        out, misses = {}, {}
         for name, (x, y) in sets.items():
             if name == "train":
                 continue
             pred = predict_lengths(model, x).argmax(dim=1)           # (N,)
             out[name] = (pred == y).float().mean().item()
+            wrong = (pred != y).nonzero().flatten()                  # ascending
+            misses[name] = wrong.tolist()
             if name == strongest:
-                wrong = (pred != y).nonzero().flatten()
                 out["wrong"] = [[int(i), int(pred[i])] for i in wrong]
+        out["misses"] = misses
         return out
     return test
 
@@ -181,8 +195,8 @@ def robustness_experiment(config: RobustnessConfig, out=None, fresh: bool = Fals
                 model, train, config.max_epochs, seed, _tester(sets, strongest), _patience_stop(config.patience),
                 progress=progress, desc=f"{name} seed {seed}", batch_size=config.batch_size, lr=config.lr,
                 device=device, amp=config.amp, shift=config.max_shift,
-                loss="capsnet" if name == "capsnet" else "margin", recon_weight=config.recon_weight)
-            result.add({"model": name, "seed": seed, "params": count_parameters(model),
+                loss=MODEL_LOSS[name], recon_weight=config.recon_weight)
+            result.add({"model": name, "seed": seed, "loss": MODEL_LOSS[name], "params": count_parameters(model),
                         "seconds": round(seconds, 2), "epochs": records}, seconds)
     return result.finish()
 
@@ -194,25 +208,42 @@ def _pick(records: List[Dict], target: Optional[float] = None) -> Dict:
     return next(r for r in records if r["val"] >= target)
 
 
-def summarise(runs: List[Dict], config: RobustnessConfig) -> Dict:
-    """Per seed, each model at the first epoch whose validation accuracy reaches the lower of the
-    two models' best (matched on clean accuracy); mean and std over seeds; failure examples."""
-    keys = ["val", "clean"] + [f"affine@{s:g}" for s in config.strengths]
-    chosen = {m: [] for m in config.models}
-    for seed in config.seeds:
-        per_model = {r["model"]: r for r in runs if r["seed"] == seed}
-        if set(per_model) != set(config.models):
+def _matched(runs: List[Dict], models, seeds) -> Dict[str, List[Dict]]:
+    """model -> per finished seed, its epoch record at the first epoch whose validation accuracy reaches
+    the lowest of the models' best validation accuracies (so all are matched on clean accuracy)."""
+    chosen = {m: [] for m in models}
+    for seed in seeds:
+        per_model = {r["model"]: r for r in runs if r["seed"] == seed and r["model"] in chosen}
+        if set(per_model) != set(models):
             continue  # a seed still running: left out of the summary
         target = min(max(e["val"] for e in r["epochs"]) for r in per_model.values())
         for m, r in per_model.items():
             chosen[m].append({"seed": seed, "best": _pick(r["epochs"]), **_pick(r["epochs"], target)})
+    return chosen
+
+
+def matched_runs(result: Dict) -> List[Dict]:
+    """One record per model x seed of a stored run (its "runs" and "settings"): model, seed, params and
+    the matched epoch's record (accuracies per set, and "misses" where the run stored them)."""
+    settings = result["settings"]
+    chosen = _matched(result["runs"], settings["models"], settings["seeds"])
+    params = {r["model"]: r["params"] for r in result["runs"]}
+    return [{"model": m, "params": params[m], **{k: v for k, v in e.items() if k != "best"}}
+            for m in settings["models"] for e in chosen[m]]
+
+
+def summarise(runs: List[Dict], config: RobustnessConfig) -> Dict:
+    """Per seed, each model at the first epoch whose validation accuracy reaches the lowest of all
+    the models' best (matched on clean accuracy); mean and std over seeds; failure examples."""
+    keys = ["val", "clean"] + [f"affine@{s:g}" for s in config.strengths]
+    chosen = _matched(runs, config.models, config.seeds)
     table = []
     for m in config.models:
         rows = chosen[m]
         if not rows:
             continue
-        row = {"model": m, "params": next(r["params"] for r in runs if r["model"] == m), "seeds": len(rows),
-               "epochs": [r["epoch"] for r in rows]}
+        row = {"model": m, "loss": MODEL_LOSS[m], "params": next(r["params"] for r in runs if r["model"] == m),
+               "seeds": len(rows), "epochs": [r["epoch"] for r in rows]}
         for k in keys:
             row[k], row[k + "_std"] = spread([r[k] for r in rows])
             row["best_" + k], _ = spread([r["best"][k] for r in rows])
@@ -221,10 +252,13 @@ def summarise(runs: List[Dict], config: RobustnessConfig) -> Dict:
 
 
 def _failures(chosen: Dict[str, List[Dict]], config: RobustnessConfig) -> Dict:
-    """For the first seed: test indices (and predictions) that one model gets wrong at full strength."""
-    if len(config.models) != 2 or not all(chosen[m] for m in config.models):
+    """For the first seed: test indices (and predictions) that one of two models gets wrong at full
+    strength; the two: "cnn" and "capsnet" where both are trained, else the first two models."""
+    models = config.models
+    pair = ("cnn", "capsnet") if {"cnn", "capsnet"} <= set(models) else models[:2]
+    if len(pair) != 2 or not all(chosen[m] for m in pair):
         return {}
-    a, b = config.models
+    a, b = pair
     wrong_a, wrong_b = (dict(map(tuple, chosen[m][0]["wrong"])) for m in (a, b))
     n = config.n_failures
     return {"strength": max(config.strengths), "seed": chosen[a][0]["seed"],

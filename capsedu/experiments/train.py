@@ -56,11 +56,14 @@ def cmd_train(args) -> int:
     from capsedu.runtime.checkpoints import CheckpointError
     from capsedu.runtime.device import resolve_amp, resolve_device
     from capsedu.runtime.files import remove_stale_tmp
+    from capsedu.runtime.lock import OutputLock
     from capsedu.runtime.results import command_line, provenance
     from capsedu.training.evaluation import evaluate
     from capsedu.training.loop import fit
 
     start = time.time()
+    if not str(args.out).strip():
+        raise ValueError("--out '': expected a folder for checkpoint.pt and metrics.json (created if need be)")
     out = Path(args.out)
     ckpt = out / "checkpoint.pt"
     _check_out_folder(out, ("checkpoint.pt", "metrics.json"))  # nothing is created or removed until the run
@@ -76,19 +79,25 @@ def cmd_train(args) -> int:
         accelerate(model)
     created = [p for p in (out.absolute(), *out.absolute().parents) if not p.exists()]  # deepest first
     out.mkdir(parents=True, exist_ok=True)                      # the arguments are valid: the run starts
-    remove_stale_tmp(out / "metrics.json")                      # left by a killed run (fit clears the checkpoint's)
-    if ckpt.exists():
-        print(f"capsedu: {ckpt} is replaced after the first new epoch (--fresh)" if args.fresh
-              else f"capsedu: resuming from {ckpt} (--fresh starts over)")
+    lock = OutputLock(out)                                      # one writer of --out (a lock file beside it)
     # On a CPU, glibc keeps freed memory while training (faster steps; capsedu.runtime.allocator), its defaults after.
     kept = kept_freed_memory() if device.type == "cpu" else contextlib.nullcontext()
     try:
+        lock.acquire()
+        remove_stale_tmp(out / "metrics.json")                  # left by a killed run (fit clears the checkpoint's)
+        if ckpt.exists():
+            print(f"capsedu: {ckpt} is replaced after the first new epoch (--fresh)" if args.fresh
+                  else f"capsedu: resuming from {ckpt} (--fresh starts over)")
         with kept:
             history = fit(model, data, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, device=device,
                           amp=args.amp, compile=args.compile, checkpoint=str(ckpt), seed=args.seed,
                           shift=args.shift, progress=not args.no_progress, resume=not args.fresh)
     except CheckpointError as err:  # the resume rule's words: the settings that differ, and --fresh
+        lock.release()
         raise CheckpointError(f"{err}; or pass --fresh to start over") from None
+    except BaseException:
+        lock.release()
+        raise
     finally:  # a run that stops before its first checkpoint leaves no empty folder behind
         for folder in created:
             if folder.is_dir() and not any(folder.iterdir()):
@@ -106,6 +115,7 @@ def cmd_train(args) -> int:
         **history.as_dict(),
     }
     _write_json(metrics, out / "metrics.json")
+    lock.release()
     print(f"capsedu: test accuracy {test_acc:.4f} after {len(history)} epochs; wrote {ckpt} and {out / 'metrics.json'}")
     return 0
 
@@ -118,7 +128,7 @@ def cmd_evaluate(args) -> int:
     from capsedu.training.pretrained import capsnet_from_state
 
     device = resolve_device(args.device)
-    ckpt = load_checkpoint(args.checkpoint)
+    ckpt = load_checkpoint(args.checkpoint, resuming=False)
     meta = ckpt["meta"]
     if meta.get("model") != "CapsNet" or not isinstance(meta.get("model_config"), dict):
         raise ValueError(f"{args.checkpoint} holds a {meta.get('model')}; the CLI evaluates CapsNet checkpoints only")

@@ -7,8 +7,12 @@
   affNIST comparison used "a CNN of similar size" to CapsNet "with MaxPooling and DropOut",
   which ``BaselineConfig.affnist()`` builds: the same layers, pooling after the first two
   convolutions, 6.7M parameters on a 40x40 canvas (CapsNet there: 11.2M without its decoder).
-- The scores are sigmoids in (0, 1), trained with the margin loss like CapsNet's lengths
-  (``capsedu.training.loop.fit(loss="margin")``), so the two models differ in architecture only.
+- By default the scores are sigmoids in (0, 1), trained with the margin loss like CapsNet's
+  lengths (``capsedu.training.loop.fit(loss="margin")``), so the two models differ in architecture
+  only: Gu, Tresp & Hu (CVPR 2021)'s "enhanced" ConvNet, not the paper's baseline. With
+  ``logits=True`` the last layer's outputs are returned as they are (no sigmoid), for softmax
+  cross-entropy (``fit(loss="cross_entropy")``): the paper's own training of its baseline. The
+  option adds or removes no weight, and both draw the same initial weights from the same seed.
   Weights start with He initialisation (PyTorch's default leaves this deep ReLU stack's
   sigmoids stuck near 0.5 for the first hundreds of steps).
 """
@@ -40,6 +44,7 @@ class BaselineConfig:
     hidden: Tuple[int, ...] = (328, 192)
     dropout: float = 0.5
     num_classes: int = 10
+    logits: bool = False                 # True: raw class scores for cross-entropy (no sigmoid)
 
     def __post_init__(self):
         if isinstance(self.image_size, int):
@@ -58,6 +63,8 @@ class BaselineConfig:
             raise ValueError(f"pool_after holds convolution numbers 1..{len(self.channels)}, got {self.pool_after}")
         if isinstance(self.dropout, bool) or not isinstance(self.dropout, (int, float)) or not 0 <= self.dropout < 1:
             raise ValueError(f"dropout must be a number in [0, 1), got {self.dropout!r}")
+        if not isinstance(self.logits, bool):
+            raise ValueError(f"logits must be True or False, got {self.logits!r}")
         if min(self.feature_grid) < 1:
             raise ValueError(f"image_size {self.image_size} is too small for {len(self.pool_after)} poolings")
 
@@ -76,7 +83,8 @@ class BaselineConfig:
 
 
 class BaselineCNN(nn.Module):
-    """Convolutions (ReLU, optional pooling) -> dense layers (ReLU, dropout) -> 10 sigmoid scores."""
+    """Convolutions (ReLU, optional pooling) -> dense layers (ReLU, dropout) -> 10 sigmoid scores
+    (``logits=True``: the 10 scores before the sigmoid)."""
 
     def __init__(self, config: BaselineConfig = None, **changes):
         super().__init__()
@@ -93,7 +101,8 @@ class BaselineCNN(nn.Module):
         head = []
         for a, b in zip(sizes[:-1], sizes[1:]):
             head += [nn.Linear(a, b), nn.ReLU(inplace=True), nn.Dropout(c.dropout)]
-        self.head = nn.Sequential(*head, nn.Linear(sizes[-1], c.num_classes), nn.Sigmoid())
+        last = [] if c.logits else [nn.Sigmoid()]                  # after every weight: the same layer numbers
+        self.head = nn.Sequential(*head, nn.Linear(sizes[-1], c.num_classes), *last)
         for m in self.modules():  # He initialisation: PyTorch's default shrinks the signal through ReLU layers
             if isinstance(m, (nn.Conv2d, nn.Linear)):
                 nn.init.kaiming_normal_(m.weight, nonlinearity="relu")
@@ -106,4 +115,4 @@ class BaselineCNN(nn.Module):
             got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
             raise ValueError(f"BaselineCNN expects images of shape (batch, {', '.join(map(str, want))}), got {got}")
         f = self.features(x)                                        # (B, 128, H', W')
-        return self.head(f.flatten(1))                              # (B, 10) scores in (0, 1)
+        return self.head(f.flatten(1))                              # (B, 10) scores in (0, 1), or logits

@@ -1,6 +1,8 @@
 """A small matrix-capsule network with EM routing (Hinton, Sabour & Frosst, 2018).
 
-- ``conv1``: 5x5 convolution, stride 2, ``A`` channels, ReLU (28x28 -> 12x12).
+- ``conv1``, the stem: 5x5 convolution, stride 2, ``A`` channels, ReLU (28x28 -> 12x12), the
+  paper's; or (``stem="su"``) chapter 7's conv stack, the trunk of dynamic routing's network
+  (four 3x3 convolutions and an average pool, ``A`` = 128 channels out, 28x28 -> 8x8).
 - ``PrimaryMatrixCapsules``: a 1x1 convolution gives each grid cell ``B`` capsules, each a
   4x4 pose matrix and a sigmoid activation.
 - ``ConvMatrixCapsules``: every KxK window of input capsules votes (``V_ij = M_i W_ij``) for
@@ -22,17 +24,20 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from capsedu.core.heads import ConvStack
 from capsedu.methods.em import FINAL_LAMBDA, em_routing
 
-__all__ = ["MatrixCapsNetConfig", "PAPER_CONFIG", "MatrixCapsNet", "PrimaryMatrixCapsules",
+__all__ = ["MatrixCapsNetConfig", "PAPER_CONFIG", "STEMS", "MatrixCapsNet", "PrimaryMatrixCapsules",
            "ConvMatrixCapsules", "ClassMatrixCapsules"]
 
 W_STD = 2.0
+STEMS = ("conv", "su")  # the paper's one 5x5 convolution; chapter 7's conv stack (ConvStack, width A / 2)
 
 
 @dataclass(frozen=True)
 class MatrixCapsNetConfig:
-    """A = conv1 channels, B = primary capsule types, conv_caps = ((types, kernel, stride), ...)."""
+    """A = channels into the primary capsules, B = primary capsule types, conv_caps = ((types, kernel,
+    stride), ...); stem: one of ``STEMS`` ("su": A / 2 is the conv stack's width, 64 for A = 128)."""
     A: int = 32
     B: int = 8
     conv_caps: Tuple[Tuple[int, int, int], ...] = ((8, 3, 2),)
@@ -40,6 +45,7 @@ class MatrixCapsNetConfig:
     iterations: int = 3
     final_lambda: float = FINAL_LAMBDA
     image_size: int = 28
+    stem: str = "conv"
 
 
 # The paper's network (A = B = C = D = 32, K = 3; strides 2 then 1), here with 10 classes.
@@ -139,7 +145,10 @@ class MatrixCapsNet(nn.Module):
         self.config = c = replace(config, **overrides)
         if c.image_size < 9 or not c.conv_caps:
             raise ValueError(f"MatrixCapsNet needs image_size >= 9 and at least one conv_caps layer, got {c}")
-        self.conv1 = nn.Conv2d(1, c.A, 5, stride=2)
+        if c.stem not in STEMS or (c.stem == "su" and (c.A % 2 or c.image_size < 12)):
+            raise ValueError(f"MatrixCapsNet: stem must be one of {STEMS} ('su' needs an even A and "
+                             f"image_size >= 12), got {c}")
+        self.conv1 = nn.Conv2d(1, c.A, 5, stride=2) if c.stem == "conv" else ConvStack(1, c.A // 2)  # the stem
         self.primary = PrimaryMatrixCapsules(c.A, c.B)
         types, layers = c.B, []
         for out_types, kernel, stride in c.conv_caps:
@@ -157,7 +166,7 @@ class MatrixCapsNet(nn.Module):
     def grid(self, x: torch.Tensor):
         """Images -> the last convolutional capsule grid: poses (b, H, W, T, 16), activations (b, H, W, T)."""
         self._check(x)
-        poses, a = self.primary(F.relu(self.conv1(x)))              # (b, 12, 12, B, 16), (b, 12, 12, B)
+        poses, a = self.primary(F.relu(self.conv1(x)))              # (b, 12, 12, B, 16), (b, 12, 12, B) ("su": 8x8)
         for layer in self.conv_caps:
             poses, a = layer(poses, a)                              # (b, 5, 5, C, 16), (b, 5, 5, C)
         return poses, a

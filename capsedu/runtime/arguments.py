@@ -1,13 +1,14 @@
 """Command-line pieces every command shares (no torch): a parser whose errors are one line, number types.
 
-A bad argument exits with code 2 and one line that names what was expected.
+A bad argument exits with code 2 and one line that names what was expected and the allowed range;
+every number has bounds, so no value reaches an overflow or a huge allocation.
 """
 from __future__ import annotations
 
 import argparse
 
-__all__ = ["CommandParser", "HelpFormatter", "positive_int", "non_negative_int", "positive_float",
-           "non_negative_float"]
+__all__ = ["CommandParser", "HelpFormatter", "int_in", "float_in", "positive_int", "non_negative_int", "seed_int",
+           "epochs_int", "threads_int", "batch_int", "positive_float", "non_negative_float", "MAX_INT", "MAX_SEED"]
 
 
 class CommandParser(argparse.ArgumentParser):
@@ -26,20 +27,41 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return super()._get_help_string(action)
 
 
-def _number(kind, ok, what):
-    """An argparse type: ``kind(text)`` that must satisfy ``ok``, else one clear error line."""
+MAX_INT = 10**9       # counts (images, pairs, limits): beyond this the run could not allocate them
+MAX_SEED = 2**31 - 1  # seeds: what every generator takes, with room for seed * 10,000 + epoch
+
+
+def _number(kind, ok, what, allowed):
+    """An argparse type: ``kind(text)`` that must satisfy ``ok``, else one line naming the allowed range."""
     def parse(text):
         try:
             value = kind(text)
-        except ValueError:
+        except (ValueError, OverflowError):
             value = None
-        if value is None or not ok(value):
-            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+        if value is None or value != value or not ok(value):
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r} (allowed: {allowed})")
         return value
+    parse.__name__ = what.replace(" ", "_")
     return parse
 
 
-positive_int = _number(int, lambda v: v > 0, "a positive integer")
-non_negative_int = _number(int, lambda v: v >= 0, "an integer >= 0")
-positive_float = _number(float, lambda v: 0 < v < float("inf"), "a positive number")
-non_negative_float = _number(float, lambda v: 0 <= v < float("inf"), "a number >= 0")
+def int_in(low: int, high: int, what: str = None):
+    """An integer type in [low, high], e.g. ``int_in(1, 10_000)`` for epochs."""
+    what = what or ("a positive integer" if low == 1 else "an integer >= 0" if low == 0 else "an integer")
+    return _number(int, lambda v: low <= v <= high, what, f"{low} to {high:,}")
+
+
+def float_in(low: float, high: float, what: str, low_open: bool = True):
+    """A number in (low, high] (``low_open``) or [low, high]."""
+    ok = (lambda v: low < v <= high) if low_open else (lambda v: low <= v <= high)
+    return _number(float, ok, what, f"{'more than ' if low_open else ''}{low:g} to {high:g}")
+
+
+positive_int = int_in(1, MAX_INT)
+non_negative_int = int_in(0, MAX_INT)
+seed_int = int_in(0, MAX_SEED)
+epochs_int = int_in(1, 100_000)
+threads_int = int_in(1, 1024)
+batch_int = int_in(1, 1 << 20)
+positive_float = float_in(0, 1e6, "a positive number")
+non_negative_float = float_in(0, 1e6, "a number >= 0", low_open=False)

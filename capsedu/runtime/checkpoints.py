@@ -80,13 +80,37 @@ def check_integrity(path: str, what: str = "checkpoint") -> None:
         raise CheckpointError(f"{what} {path} is damaged: its record {bad!r} fails the CRC-32 check")
 
 
-def load_checkpoint(path: str) -> Dict:
-    """Read a checkpoint written by ``fit`` (weights_only, onto the CPU); one clear error if it cannot."""
+def _what_it_is(path: str) -> str:
+    """What a file that is not a checkpoint holds, in words (for ``evaluate``), or ''."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(1 << 20)
+    except OSError:
+        return ""
+    if head.lstrip()[:1] in (b"{", b"["):
+        import json
+        try:
+            data = json.loads(head)
+        except ValueError:
+            return "it looks like a JSON file (not a checkpoint)"
+        if isinstance(data, dict) and "runs" in data:
+            return "it is a stored-run JSON (an experiment's results), not a checkpoint"
+        return "it is a JSON file, not a checkpoint"
+    return ""
+
+
+def load_checkpoint(path: str, resuming: bool = True) -> Dict:
+    """Read a checkpoint written by ``fit`` (weights_only, onto the CPU); one clear error if it cannot.
+
+    ``resuming`` (fit's use): the error says how to start fresh; else (``evaluate``) it says what the
+    file is instead, and advises nothing about deleting it."""
     path = os.fspath(path)
     error = _not_a_file(path)
     if error is not None:
         raise error
-    hint = _fresh_start_hint(path)
+    hint = _fresh_start_hint(path) if resuming else "expected a checkpoint.pt written by python -m capsedu train"
+    if not resuming and _what_it_is(path):
+        raise CheckpointError(f"{path}: {_what_it_is(path)}; {hint}")
     try:
         check_integrity(path)
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
@@ -97,7 +121,9 @@ def load_checkpoint(path: str) -> Dict:
         reason = next((ln for ln in lines if "Unpickler error" in ln), lines[0])[:160]
         raise CheckpointError(f"checkpoint {path} is unreadable or corrupt ({reason}); {hint}") from None
     if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT:
-        raise CheckpointError(f"{path} is not a capsedu checkpoint (format {CHECKPOINT_FORMAT}); {hint}")
+        weights = isinstance(ckpt, dict) and ckpt and all(isinstance(v, torch.Tensor) for v in ckpt.values())
+        what = " (it holds bare model weights, a state dict, such as a stored run's weights file)" if weights else ""
+        raise CheckpointError(f"{path} is not a capsedu checkpoint (format {CHECKPOINT_FORMAT}){what}; {hint}")
     missing = [k for k in REQUIRED_KEYS if k not in ckpt]
     wrong = [f"{k} is a {type(ckpt[k]).__name__}, expected {t.__name__}" for k, t in REQUIRED_KEYS.items()
              if k in ckpt and (not isinstance(ckpt[k], t) or isinstance(ckpt[k], bool))]

@@ -13,7 +13,37 @@ import threading
 from pathlib import Path
 from typing import Callable
 
-__all__ = ["write_atomic", "write_json", "remove_stale_tmp", "sha256_of"]
+__all__ = ["write_atomic", "write_json", "remove_stale_tmp", "sha256_of", "ctrl_c_deferred", "interrupted",
+           "catch_ctrl_c"]
+_INTERRUPTED = []  # one entry per SIGINT this process received (``interrupted``)
+
+
+def interrupted() -> bool:
+    """True once this process has received a SIGINT (even one that something swallowed)."""
+    return bool(_INTERRUPTED)
+
+
+def _raise_interrupt(signum, frame):
+    _INTERRUPTED.append(signum)
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def catch_ctrl_c():
+    """While the block runs, Ctrl-C (SIGINT) raises KeyboardInterrupt, even where the process inherited
+    it ignored (a job started with ``&`` by a script), and is remembered (``interrupted``), so that
+    one that something swallowed still ends the run. The command line runs every command in it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _INTERRUPTED.clear()
+    old = signal.signal(signal.SIGINT, _raise_interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+        _INTERRUPTED.clear()
+
 # ---------------------------------------------------------------- writing
 @contextlib.contextmanager
 def ctrl_c_deferred():
@@ -46,9 +76,11 @@ def write_atomic(path: str, write: Callable) -> None:
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, path)
-        except BaseException:
+        except BaseException as err:
             with contextlib.suppress(OSError):
                 os.remove(tmp)
+            if isinstance(err, OSError) and getattr(err, "filename", None) in (tmp, path):
+                raise OSError(err.errno, f"cannot write {path}: {err.strerror or err}") from None
             raise
 
 

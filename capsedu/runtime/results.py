@@ -9,7 +9,11 @@
 - ``command_line(argv)``: ``python -m capsedu ...`` as a shell would take it.
 - ``provenance(command, device)``: command, date, hardware, threads, versions: the one header every
   stored run, benchmark and exported weight file carries (the experiments add their settings to it).
-- ``stored_run(name)``: a JSON of the repository's ``results/`` folder, wherever the book runs.
+- ``stored_run(name)``: a JSON of the repository's ``results/`` folder, wherever the book runs,
+  checked by ``capsedu.runtime.stored`` (format, checksum, schema): None only when it is not
+  there; a damaged file, or a folder of that name, is one ``StoredRunError`` line naming it.
+- ``stored_or_preview(name, check)``: what a chapter calls: (data, None), or (None, the one line
+  to print before showing its live preview instead); a notebook never stops on a stored file.
 """
 from __future__ import annotations
 
@@ -22,21 +26,39 @@ import sys
 from pathlib import Path
 from typing import Dict, Optional, Sequence
 
-__all__ = ["output_path", "results_dir", "read_json", "utc_now", "command_line", "provenance", "stored_run"]
+from capsedu.runtime.stored import StoredRunError, parse_stored, read_stored
+
+__all__ = ["output_path", "results_dir", "read_json", "utc_now", "command_line", "provenance", "stored_run",
+           "stored_or_preview"]
 
 
 def output_path(out, default_name: str) -> Path:
-    """The file a command will write for ``--out out``; raises ValueError (one line) if it cannot."""
-    path = Path(out).expanduser()
+    """The file a command will write for ``--out out``; raises ValueError (one line) if it cannot.
+
+    The one ``--out`` rule: a file path whose folder exists (an existing folder: ``default_name``
+    inside it). Nothing is created here; a real probe (a nameless temporary file) checks the folder.
+    """
+    import tempfile
+    text = os.fspath(out)
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"--out {text!r}: expected a file path (its folder must exist), or an existing folder")
+    path = Path(text).expanduser()
     if path.is_dir():
         path = path / default_name
+    elif text.endswith(("/", os.sep)):
+        raise ValueError(f"--out {text}: folder {path} does not exist; create it first (mkdir -p {path}), "
+                         f"or name a file such as {path / default_name}")
     folder = path.parent
     if not folder.is_dir():
         raise ValueError(f"--out {out}: folder {folder} does not exist; create it first")
     if path.exists() and not path.is_file():
         raise ValueError(f"--out {out}: {path} exists and is not a file")
-    if not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        raise ValueError(f"--out {out}: {path} is not writable")
+    try:
+        if not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+            raise OSError
+        tempfile.TemporaryFile(dir=folder).close()
+    except OSError:
+        raise ValueError(f"--out {out}: {path} is not writable (cannot write into {folder})") from None
     return path
 
 
@@ -79,16 +101,18 @@ def results_dir() -> Path:
     return Path(__file__).resolve().parents[2] / "results"
 
 
-def stored_run(name: str) -> Optional[Dict]:
-    """A stored run from the repository's ``results/`` folder, or None if it is not there (yet).
+def stored_run(name: str, settings_key: Optional[str] = None) -> Optional[Dict]:
+    """A stored run from the repository's ``results/`` folder, checked; None only if it is not there.
 
     A checkout (the book build, a local Jupyter) reads the file next to the package; an
-    installed package (Colab) fetches it from the repository at ``capsedu.REVISION``.
+    installed package (Colab) fetches it from the repository at ``capsedu.REVISION`` (no network,
+    or no such file there: None). A damaged file, one without a checksum, or a folder of that name
+    is a ``StoredRunError`` (one line naming it).
     """
     from capsedu import REPO_URL, REVISION
     local = results_dir() / name
-    if local.is_file():
-        return read_json(local)
+    if local.exists() or local.is_symlink():
+        return read_stored(local, settings_key, require_checksum=True)
     if "github.com" not in REPO_URL:
         return None
     import urllib.error
@@ -96,6 +120,30 @@ def stored_run(name: str) -> Optional[Dict]:
     url = REPO_URL.replace("github.com", "raw.githubusercontent.com") + f"/{REVISION}/results/{name}"
     try:
         with urllib.request.urlopen(url, timeout=10) as response:
-            return json.loads(response.read().decode())
+            text = response.read()
     except (urllib.error.URLError, OSError, ValueError):
         return None
+    return parse_stored(text, url, settings_key, require_checksum=True)
+
+
+def stored_or_preview(name: str, check=None, settings_key: Optional[str] = None):
+    """(the stored run ``name``, None), or (None, the one line a chapter prints before it shows its
+    live preview instead, labelled as such). ``check(data)`` may raise (KeyError, IndexError,
+    TypeError, ValueError) when the file lacks what the chapter reads; that too is a fallback."""
+    where = f"results/{name}"
+    try:
+        data = stored_run(name, settings_key)
+    except StoredRunError as err:
+        return None, f"{err}; showing the live preview instead (not the stored run)"
+    if data is None:
+        return None, f"{where} is not there; showing the live preview instead (not the stored run)"
+    if not data.get("runs"):
+        return None, f"stored run {where} holds no runs; showing the live preview instead (not the stored run)"
+    if check is not None:
+        try:
+            check(data)
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as err:
+            what = " ".join(f"{type(err).__name__}: {err}".split())[:160]
+            return None, (f"stored run {where} lacks what this chapter reads ({what}); "
+                          "showing the live preview instead (not the stored run)")
+    return data, None

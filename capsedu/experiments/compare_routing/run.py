@@ -1,12 +1,17 @@
 """Chapter 10's comparison of routing methods on one budget.
 
 - ``METHODS``: dynamic routing, no routing (uniform coupling, one step), EM routing between
-  matrix capsules, self-attention routing (Efficient-CapsNet); ``make_model`` builds each.
+  matrix capsules, self-attention routing (Efficient-CapsNet), and EM's fair control "em-spread"
+  (``EM_SPREAD_CONFIG``: matrix capsules on dynamic routing's conv trunk, 287,084 parameters
+  against dynamic's 279,488, trained with the spread loss as the EM paper is, with a final lambda
+  that lets the class activations reach the loss's margin); ``make_model`` builds each, ``LOSS``
+  says which loss trains it (the margin loss unless named there).
 - ``CompareConfig``: every setting in one frozen dataclass, checked on construction;
   ``PRESETS`` holds one per mode (smoke, quick, gpu, full) and "long", the stored run.
-- ``compare_routing``: per method and seed, train with the margin loss and test after every
-  epoch on the sample's test digits and on an affine test set; measure the routing step
-  alone (forward, forward + backward); each finished run goes to the JSON at once, and a
+- ``compare_routing``: per method and seed, train with its loss and test after every epoch on
+  the sample's test digits and on an affine test set; store the indices each run gets wrong
+  on both at the last epoch ("misses", for a per-example paired test); measure the routing
+  step alone (forward, forward + backward); each finished run goes to the JSON at once, and a
   rerun skips it (``fresh`` starts over). ``summarise`` gives mean and std over seeds.
 
 The command line (``python -m capsedu compare-routing``) is ``capsedu.experiments.shared.arguments``.
@@ -31,19 +36,30 @@ from capsedu.experiments.shared.runs import (
 )
 from capsedu.methods.attention import self_attention_routing
 from capsedu.methods.efficient_capsnet import EfficientCapsNet
-from capsedu.methods.matrix_capsnet import MatrixCapsNet
+from capsedu.methods.matrix_capsnet import MatrixCapsNet, MatrixCapsNetConfig
 from capsedu.speed.bench import estimate_fit_seconds, median_seconds
 from capsedu.training.evaluation import predict_lengths
 
-__all__ = ["METHODS", "CompareConfig", "PRESETS", "DEFAULT_NAME", "make_model", "routing_step", "estimate_seconds",
-           "compare_routing", "summarise"]
+__all__ = ["METHODS", "LOSS", "EM_SPREAD_CONFIG", "CompareConfig", "PRESETS", "DEFAULT_NAME", "make_model",
+           "routing_step", "estimate_seconds", "compare_routing", "summarise"]
 
 METHODS = {
     "dynamic": "dynamic routing, 3 iterations (Sabour et al. 2017)",
     "none": "no routing: uniform coupling, one step (the control)",
     "em": "EM routing between matrix capsules (Hinton et al. 2018)",
     "attention": "self-attention routing, Efficient-CapsNet (Mazzia et al. 2021)",
+    "em-spread": "EM routing on dynamic's conv trunk, its size, spread loss, lambda 15 (EM's fair control)",
 }
+LOSS = {"em-spread": "spread"}   # the loss of each method not trained with the margin loss
+# EM's fair control: matrix capsules (B = C = 8 types, one 3x3 stride-2 layer: 8x8 -> 3x3) on the
+# conv stack of the dynamic-routing network (A = 128 channels), 287,084 parameters (dynamic: 279,488;
+# "em": 15,852). Wider capsule layers would cost far more: each W_ij is applied at every position,
+# and the paper's A = B = C = D = 32 (318,964 parameters) took ~60x as long per step as "em" here.
+# final_lambda 15, not 3: the costs are standardised over the 10 classes, so the last iteration's
+# logit gap a_t vs any a_i is at most lambda_3 * 10 / 3 and the activation gap tanh(lambda_3 * 10 / 12):
+# 0.34 with lambda_3 = 0.43 (final 3), below the spread loss's final margin 0.9 (reached after 20% of
+# the run); 0.945 with lambda_3 = 2.14 (final 15; the margin needs >= 12.4).
+EM_SPREAD_CONFIG = MatrixCapsNetConfig(A=128, B=8, conv_caps=((8, 3, 2),), stem="su", final_lambda=15.0)
 DEFAULT_NAME = "compare_routing.json"
 
 
@@ -86,8 +102,10 @@ class CompareConfig:
 PRESETS = {
     # every code path in seconds (the tests)
     "smoke": CompareConfig(seeds=(0,), epochs=1, batch_size=16, n_train=32, n_test=32, cost_repeats=1),
-    # the chapter's live preview on a 2-core CPU (about 90 s): one seed, 2 epochs of 4,000 digits per method
-    "quick": CompareConfig(seeds=(0,), epochs=2, batch_size=16, n_train=4000, n_test=300, cost_repeats=3),
+    # the chapter's live preview on a 2-core CPU (about 90 s): one seed, 2 epochs of 4,000 digits per method;
+    # without "em-spread" (about half of "em"'s time again, past the 90 s)
+    "quick": CompareConfig(methods=("dynamic", "none", "em", "attention"), seeds=(0,), epochs=2, batch_size=16,
+                           n_train=4000, n_test=300, cost_repeats=3),
     # the stored run on a 2-core CPU: the whole sample, 3 seeds, 15 epochs (hours, EM most of
     # them; the CLI prints its own estimate, measured from a few steps, before it starts)
     "long": CompareConfig(epochs=15),
@@ -103,6 +121,10 @@ def make_model(name: str) -> torch.nn.Module:
         return keras_init_(CapsuleClassifier(routing="hinton", squash_k=1.0, iterations=3 if name == "dynamic" else 1))
     if name == "em":
         return MatrixCapsNet()
+    if name == "em-spread":  # the trunk initialised as dynamic's (Keras's Glorot), the capsules as "em"'s
+        model = MatrixCapsNet(EM_SPREAD_CONFIG)
+        keras_init_(model.conv1)
+        return model
     if name == "attention":
         return EfficientCapsNet()
     raise ValueError(f"unknown method {name!r}; expected one of {tuple(METHODS)}")
@@ -121,7 +143,7 @@ def routing_step(name: str, model: torch.nn.Module, x: torch.Tensor) -> Callable
             u_hat = model.digits.predictions(model.primary_capsules(x)).requires_grad_()  # (B, 16, 10, 16)
             bias = model.digits.bias.detach()
             return lambda: self_attention_routing(u_hat, bias)
-        if name == "em":
+        if name in ("em", "em-spread"):
             inputs = [(layer, V.requires_grad_(), a.requires_grad_()) for layer, V, a in model.routing_inputs(x)]
             return lambda: sum(layer.route(V, a)[1].sum() for layer, V, a in inputs)
     raise ValueError(f"unknown method {name!r}; expected one of {tuple(METHODS)}")
@@ -163,8 +185,9 @@ def routing_cost(name: str, model: torch.nn.Module, x: torch.Tensor, repeats: in
 
 def estimate_seconds(config: CompareConfig, data, device="auto") -> Dict[str, float]:
     """Seconds each method's training should take under ``config`` on this device (all seeds):
-    ``capsedu.speed.bench.estimate_fit_seconds`` of a fresh model with the margin loss, testing the
-    test digits and their affine copies after every epoch."""
+    ``capsedu.speed.bench.estimate_fit_seconds`` of a fresh model with the margin loss (it times no
+    other; the spread loss costs the same, both a few operations on the scores), testing the test
+    digits and their affine copies after every epoch."""
     n_test = 2 * len(data.x_test[:config.n_test])                    # the test digits and their affine copies
     return {name: len(config.seeds) * estimate_fit_seconds(make_model(name), data, config.epochs, config.batch_size,
                                                            device, amp="off", loss="margin", n_train=config.n_train,
@@ -179,11 +202,20 @@ def test_sets(data, config: CompareConfig, device) -> Dict[str, Tuple[torch.Tens
     return {"test": (x.to(device), y.to(device)), "affine": (affine[0].to(device), affine[1].to(device))}
 
 
-def _tester(sets):
-    def test(model) -> Dict[str, float]:
-        return {name: (predict_lengths(model, x).argmax(dim=1) == y).float().mean().item()
-                for name, (x, y) in sets.items()}
-    return test
+class _Tester:
+    """``tester(model)`` -> the accuracy on each set; ``tester.misses``: the sorted indices of the
+    items the last call got wrong, per set (the same predictions, so 1 - misses / n is the accuracy)."""
+
+    def __init__(self, sets):
+        self.sets, self.misses = sets, None
+
+    def __call__(self, model) -> Dict[str, float]:
+        accuracy, self.misses = {}, {}
+        for name, (x, y) in self.sets.items():
+            right = predict_lengths(model, x).argmax(dim=1) == y
+            accuracy[name] = right.float().mean().item()
+            self.misses[name] = (~right).nonzero().flatten().tolist()        # ascending
+        return accuracy
 
 
 def compare_routing(config: CompareConfig, out=None, fresh: bool = False, device="auto", data=None,
@@ -210,14 +242,16 @@ def compare_routing(config: CompareConfig, out=None, fresh: bool = False, device
                 continue
             torch.manual_seed(seed)  # the initial weights
             model = make_model(name)
-            records, seconds = train_epochs(model, train, config.epochs, seed, _tester(sets), progress=progress,
+            tester = _Tester(sets)
+            records, seconds = train_epochs(model, train, config.epochs, seed, tester, progress=progress,
                                             desc=f"{name} seed {seed}", batch_size=config.batch_size, lr=config.lr,
                                             lr_schedule="constant", device=device, amp=config.amp,
-                                            shift=config.shift, loss="margin")
+                                            shift=config.shift, loss=LOSS.get(name, "margin"))
             model.eval()
             record = {"method": name, "seed": seed, "params": count_parameters(model), "seconds": round(seconds, 2),
                       "epoch_seconds": [round(r["seconds"], 2) for r in records],
-                      "test": records[-1]["test"], "affine": records[-1]["affine"],
+                      "loss": LOSS.get(name, "margin"), "test": records[-1]["test"], "affine": records[-1]["affine"],
+                      "misses": tester.misses,
                       **routing_cost(name, model, cost_x, config.cost_repeats), "epochs": records}
             result.add(record, seconds)
             if seed == config.seeds[0]:

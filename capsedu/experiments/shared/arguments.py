@@ -6,6 +6,8 @@ The commands take the same options, so one parser builder serves them; it import
 ``EXPERIMENTS``) only when it runs. Every stored-run command (two-digits too) follows one resume
 rule: rerunning it with an existing ``--out`` resumes when the stored settings match, ``--fresh``
 starts over, other settings are a one-line error (``capsedu.experiments.shared.runs.resumable``).
+Before anything is created: every number within its bounds, ``--device``, ``--out`` (``output_path``),
+contradictory flags (``check_flags``) and the stored file; then ``--out`` is locked for the whole run.
 """
 from __future__ import annotations
 
@@ -15,9 +17,9 @@ import json
 import sys
 
 from capsedu import PRESET_NAMES, current_mode
-from capsedu.runtime.arguments import non_negative_int, positive_int
+from capsedu.runtime.arguments import epochs_int, seed_int, threads_int
 
-__all__ = ["EXPERIMENTS", "add_fresh_argument", "add_run_arguments", "add_cli_arguments", "cli_main"]
+__all__ = ["EXPERIMENTS", "add_fresh_argument", "add_run_arguments", "add_cli_arguments", "check_flags", "cli_main"]
 
 # command -> (module, runner, config field that --epochs sets, what --out is rewritten after, one-line description)
 EXPERIMENTS = {
@@ -43,13 +45,14 @@ def add_run_arguments(parser: argparse.ArgumentParser, presets, unit: str, epoch
     parser.add_argument("--preset", choices=presets, default=None,
                         help="settings: smoke (seconds), quick (the book's preview), long (the stored "
                         "run on a 2-core CPU), gpu, full (default: $CAPSEDU_MODE, else gpu on a GPU, quick on a CPU)")
-    parser.add_argument("--out", default=None, help="JSON file (or a folder: the file goes inside it), "
-                        f"rewritten after every finished {unit}; rerunning the same command resumes from it")
+    parser.add_argument("--out", default=None, help="JSON file in an existing folder (or an existing folder: the "
+                        f"file goes inside it), rewritten after every finished {unit}; rerunning the same command "
+                        "resumes from it; one writer at a time (a lock file beside it)")
     add_fresh_argument(parser)
-    parser.add_argument("--seeds", nargs="+", type=non_negative_int, default=None, help="override the preset's seeds")
-    parser.add_argument("--epochs", type=positive_int, default=None, help=epochs_help)
+    parser.add_argument("--seeds", nargs="+", type=seed_int, default=None, help="override the preset's seeds")
+    parser.add_argument("--epochs", type=epochs_int, default=None, help=epochs_help)
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
-    parser.add_argument("--threads", type=positive_int, default=2, help="CPU threads for torch")
+    parser.add_argument("--threads", type=threads_int, default=2, help="CPU threads for torch")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
@@ -61,6 +64,12 @@ def add_cli_arguments(parser: argparse.ArgumentParser, command: str) -> None:
         "override the preset's epochs"
     add_run_arguments(parser, PRESET_NAMES, EXPERIMENTS[command][3], epochs)
     parser.set_defaults(experiment=command)
+
+
+def check_flags(args) -> None:
+    """Flags that contradict each other: one line, before anything runs."""
+    if getattr(args, "fresh", False) and getattr(args, "out", None) is None:
+        raise ValueError("--fresh starts a stored run over, so it needs --out (the file to replace)")
 
 
 def cli_main(args) -> int:
@@ -75,6 +84,8 @@ def cli_main(args) -> int:
     import torch
 
     from capsedu.experiments.shared.runs import resumable, settings
+    from capsedu.runtime.device import resolve_device
+    from capsedu.runtime.lock import OutputLock
     from capsedu.runtime.results import command_line, output_path
 
     module_name, runner, epochs_field, *_ = EXPERIMENTS[args.experiment]
@@ -90,13 +101,16 @@ def cli_main(args) -> int:
     if args.epochs is not None:
         changes[epochs_field] = args.epochs
     config = dataclasses.replace(module.PRESETS[preset], **changes)
+    check_flags(args)
+    resolve_device(args.device)                           # a device this machine lacks: an error now
     out = None
     if args.out is not None:
         out = output_path(args.out, module.DEFAULT_NAME)  # a missing folder or an unwritable file: now, not after hours
-        resumable(out, settings(config), args.fresh)      # other settings: an error now
+        resumable(out, settings(config), args.fresh)      # other settings or a damaged file: an error now
     torch.set_num_threads(args.threads)
     progress = not args.no_progress
-    with contextlib.redirect_stdout(sys.stderr):  # stdout carries the JSON only
+    lock = OutputLock(out) if out is not None else contextlib.nullcontext()
+    with lock, contextlib.redirect_stdout(sys.stderr):  # one writer of --out; stdout carries the JSON only
         data = None
         if hasattr(module, "estimate_seconds"):
             from capsedu.data.mnist import load_dataset

@@ -8,6 +8,9 @@
   resume rule: an existing file of the same settings resumes (its finished runs are skipped, and
   ``checkpoint`` gives each unfinished run a file to continue from); ``fresh`` starts over; other
   settings are a one-line error naming them (``resumable``, which the command lines call first).
+  The file is the one stored-run format (``capsedu.runtime.stored``: version, schema, checksum);
+  a damaged one is a one-line ``StoredRunError``. The file is locked (``OutputLock``) while the
+  run writes it; its checkpoints folder has a manifest, and only the files it lists are deleted.
 - ``train_epochs``: ``capsedu.training.loop``'s own steps (``start_run``, ``train_epoch``), with a test
   of the model after every epoch, an optional stop (early stopping on a validation split)
   and optional fresh training data each epoch (pairs generated on the fly).
@@ -17,9 +20,9 @@
 from __future__ import annotations
 
 import json
-import shutil
 import statistics
 import time
+import weakref
 from dataclasses import asdict
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
@@ -29,8 +32,11 @@ from tqdm.auto import tqdm
 
 from capsedu.data.mnist import load_dataset
 from capsedu.runtime import results
+from capsedu.runtime.arguments import MAX_INT, MAX_SEED
 from capsedu.runtime.device import resolve_device
-from capsedu.runtime.files import write_json
+from capsedu.runtime.files import interrupted, remove_stale_tmp
+from capsedu.runtime.lock import OutputLock, OwnedFolder
+from capsedu.runtime.stored import StoredRunError, read_stored, write_stored
 from capsedu.training.evaluation import float_targets
 from capsedu.training.loop import epoch_record, start_run, train_epoch
 
@@ -44,12 +50,12 @@ def _is_int(v) -> bool:
 
 def check_config(config, name: str, counts: Sequence[str] = (), fractions: Sequence[str] = (),
                  positive: Sequence[str] = ()) -> None:
-    """Positive ints (``counts``), numbers in [0, 1] (``fractions``), positive numbers (``positive``),
-    distinct non-negative int ``seeds``; a ValueError naming ``name``'s field otherwise."""
+    """Positive ints up to ``MAX_INT`` (``counts``), numbers in [0, 1] (``fractions``), positive numbers
+    (``positive``), distinct int ``seeds`` in [0, ``MAX_SEED``]; a ValueError naming ``name``'s field otherwise."""
     for f in counts:
         v = getattr(config, f)
-        if not _is_int(v) or v < 1:
-            raise ValueError(f"{name}.{f} must be a positive int, got {v!r}")
+        if not _is_int(v) or not 1 <= v <= MAX_INT:
+            raise ValueError(f"{name}.{f} must be a positive int (at most {MAX_INT:,}), got {v!r}")
     for f in fractions:
         vs = getattr(config, f)
         for v in (vs if isinstance(vs, tuple) else (vs,)):
@@ -61,8 +67,8 @@ def check_config(config, name: str, counts: Sequence[str] = (), fractions: Seque
             raise ValueError(f"{name}.{f} must be a positive number, got {v!r}")
     seeds = getattr(config, "seeds", None)
     if seeds is not None and (not isinstance(seeds, tuple) or not seeds or len(set(seeds)) != len(seeds)
-                              or any(not _is_int(s) or s < 0 for s in seeds)):
-        raise ValueError(f"{name}.seeds must be a non-empty tuple of distinct ints >= 0, got {seeds!r}")
+                              or any(not _is_int(s) or not 0 <= s <= MAX_SEED for s in seeds)):
+        raise ValueError(f"{name}.seeds must be a non-empty tuple of distinct ints in [0, {MAX_SEED:,}], got {seeds!r}")
 
 
 def settings(config) -> Dict:
@@ -90,10 +96,11 @@ def start_experiment(config, kind: type, out, default_name: str, fresh: bool, de
         raise TypeError(f"config must be {article} {kind.__name__}, got {type(config).__name__}")
     path = results.output_path(out, default_name) if out is not None else None
     device = resolve_device(device)
-    result = ResultFile(path, run_header(config, command, device, preset, settings_key), fresh, summarise,
-                        settings_key, summary_key)
+    header = run_header(config, command, device, preset, settings_key)
+    resumable(path, header[settings_key], fresh, settings_key)  # other settings or a damaged file: now
     if data is None:
         data = load_dataset("mnist", config.source, device="cpu", verbose=progress)
+    result = ResultFile(path, header, fresh, summarise, settings_key, summary_key)
     return path, device, result, data
 
 
@@ -106,10 +113,15 @@ def _differences(old, new) -> str:
 
 def resumable(path, settings: Dict, fresh: bool = False, settings_key: str = "settings") -> Optional[Dict]:
     """The stored run at ``path`` to resume, or None (no file, or ``fresh``); a ValueError (one line)
-    naming what differs when the file holds a run of other settings."""
-    if path is None or fresh or not Path(path).is_file():
+    naming what differs when the file holds a run of other settings, a ``StoredRunError`` (one line
+    naming the file) when it is damaged."""
+    if path is None or fresh or not (Path(path).exists() or Path(path).is_symlink()):
         return None
-    old = results.read_json(path)
+    try:
+        old = read_stored(path, settings_key, resuming=True)
+    except StoredRunError as err:
+        raise StoredRunError(err.path, f"{err.what}; pass --fresh to start over (it replaces the file), "
+                             "or use another --out") from None
     if old.get(settings_key) != settings:
         raise ValueError(f"{path} holds a run with other settings ({_differences(old.get(settings_key), settings)}); "
                          "pass --fresh to start over, or use another --out")
@@ -123,17 +135,39 @@ class ResultFile:
     settings (``header[settings_key]``) is resumed: its finished records are kept (``find``), and it
     is stamped ``started`` (the first run's date) and ``resumed`` (how many times). ``fresh=True``
     starts over. ``summarise(runs)`` -> the ``summary_key`` entry, recomputed after every run.
+    ``replaced``: the records of the file a ``fresh`` run replaces (readable ones; else []).
     """
 
     def __init__(self, path: Optional[Path], header: Dict, fresh: bool = False,
                  summarise: Optional[Callable[[List[Dict]], object]] = None,
                  settings_key: str = "settings", summary_key: str = "summary"):
-        self.path, self.summarise, self.summary_key = path, summarise, summary_key
+        self.path, self.summarise, self.summary_key, self.fresh = path, summarise, summary_key, fresh
         self.data = {**header, "runs": [], summary_key: None, "seconds": 0.0}
-        if path is not None and fresh:
-            shutil.rmtree(self._checkpoints(), ignore_errors=True)
-        old = resumable(path, header[settings_key], fresh, settings_key)
+        self.replaced, self.lock = [], None
+        if path is None:
+            return
+        old = resumable(path, header[settings_key], fresh, settings_key)  # checked before the lock is taken
+        self.lock = OutputLock(path).acquire()
+        weakref.finalize(self, self.lock.release)  # an interrupted run (API use) lets go when it is dropped
+        try:
+            remove_stale_tmp(path)  # left by a killed writer (the lock says none is running)
+            if fresh and path.is_file():
+                try:
+                    self.replaced = read_stored(path, settings_key, resuming=True).get("runs", [])
+                except StoredRunError:
+                    self.replaced = []
+            if fresh:
+                self._owned().clear()
+        except BaseException:
+            self.lock.release()
+            raise
         if old is not None:
+            if old.get("edited"):
+                import sys
+                print(f"capsedu: {path} was changed after it was written (its checksum fails); resuming keeps its "
+                      "records, and the file stays marked as edited (readers will not show it as measured)",
+                      file=sys.stderr)
+                self.data["edited"] = old["edited"]
             self.data["runs"] = old.get("runs", [])
             self.data["seconds"] = old.get("seconds", 0.0)
             self.data["started"] = old.get("started", old.get("date"))
@@ -143,39 +177,55 @@ class ResultFile:
         """The finished record whose fields equal ``key`` (e.g. model="cnn", seed=0), or None."""
         return next((r for r in self.data["runs"] if all(r.get(k) == v for k, v in key.items())), None)
 
-    def _checkpoints(self) -> Path:
-        return self.path.with_name(self.path.stem + ".ckpt")
+    def _owned(self) -> OwnedFolder:
+        return OwnedFolder(self.path.with_name(self.path.stem + ".ckpt"))
 
     def checkpoint(self, name: str) -> Optional[str]:
-        """The checkpoint file of the unfinished run ``name`` (in ``<out stem>.ckpt/``, removed by
-        ``finish``), so that an interrupted run continues from its last epoch; None without a path."""
+        """The checkpoint file of the unfinished run ``name`` (in ``<out stem>.ckpt/``, listed in its
+        manifest and removed by ``finish``), so that an interrupted run continues from its last epoch;
+        None without a path. A file of that name the run did not write is never replaced by a fresh run."""
         if self.path is None:
             return None
-        folder = self._checkpoints()
-        folder.mkdir(exist_ok=True)
-        return str(folder / f"{name}.pt")
+        owned, file = self._owned(), f"{name}.pt"
+        target = owned.folder / file
+        if self.fresh and file not in owned.files() and (target.exists() or target.is_symlink()):
+            raise ValueError(f"{target} exists and was not written by this run; move it away "
+                             "(capsedu never replaces a file it did not write)")
+        return str(owned.hand_out(file))
 
     def add(self, record: Dict, seconds: float) -> None:
-        """Keep a finished run and write the file, its summary brought up to date (so a partial file reads)."""
+        """Keep a finished run and write the file, its summary brought up to date (so a partial file reads).
+        After a Ctrl-C that something swallowed, the run is kept and the interrupt goes on."""
         self.data["runs"].append(record)
         self.data["seconds"] = round(self.data["seconds"] + seconds, 2)
         if self.summarise is not None:
             self.data[self.summary_key] = self.summarise(self.data["runs"])
         self.save()
+        if interrupted():
+            raise KeyboardInterrupt
 
     def finish(self) -> Dict:
-        """The summary of every run, written; the per-run checkpoints go (every run is in the JSON)."""
+        """The summary of every run, written; the per-run checkpoints the run wrote go (every run is in
+        the JSON); the lock is released."""
         if self.summarise is not None and self.data["runs"]:
             self.data[self.summary_key] = self.summarise(self.data["runs"])
         self.save()
         if self.path is not None:
-            shutil.rmtree(self._checkpoints(), ignore_errors=True)
+            self._owned().clear()
+            self.release()
         return self.data
+
+    def release(self) -> None:
+        """Let another writer have the file (``finish`` does it; an interrupted run's lock goes on exit)."""
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
 
     def save(self) -> None:
         if self.path is not None:
             self.data["written"] = results.utc_now()
-            write_json(self.data, self.path)
+            sealed = write_stored(self.data, self.path)
+            self.data["format"], self.data["checksum"] = sealed["format"], sealed["checksum"]
 
 
 def spread(values: List[float]) -> Tuple[float, Optional[float]]:

@@ -22,12 +22,7 @@ from capsedu.experiments.two_digits.config import (
     TwoDigitConfig,
     preset,
 )
-from capsedu.runtime.arguments import (
-    non_negative_float,
-    non_negative_int,
-    positive_float,
-    positive_int,
-)
+from capsedu.runtime.arguments import batch_int, epochs_int, float_in, int_in, positive_int, seed_int
 
 __all__ = ["add_cli_arguments", "config_from_args", "cli_main"]
 
@@ -43,30 +38,31 @@ def add_cli_arguments(d) -> None:
     """The options of ``python -m capsedu two-digits`` (an argparse parser)."""
     d.add_argument("--preset", choices=tuple(PRESETS), default=None,
                    help="the book's settings for a mode, or long (the stored CPU run); default: $CAPSEDU_MODE")
-    d.add_argument("--out", default=None, help="write the JSON to this file (a folder: two-digits-PRESET.json "
-                   "inside it) after every finished run; rerunning the same command resumes from it")
+    d.add_argument("--out", default=None, help="write the JSON to this file, in an existing folder (an existing "
+                   "folder: two-digits-PRESET.json inside it) after every finished run; rerunning the same command "
+                   "resumes from it; one writer at a time (a lock file beside it)")
     add_fresh_argument(d)
     d.add_argument("--source", choices=SOURCES, default=None, help="MNIST source (default: the preset's)")
     d.add_argument("--root", default=None, help="data folder (default: $CAPSEDU_DATA or ~/.cache/capsedu)")
     d.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
     d.add_argument("--models", nargs="+", choices=tuple(MODELS), default=None, help="which models to train")
-    d.add_argument("--seeds", nargs="+", type=non_negative_int, default=None, help="one training run per seed")
-    d.add_argument("--epochs", type=positive_int, default=None, help="epochs for every model")
-    d.add_argument("--batch-size", type=positive_int, default=None, help="images per step")
-    d.add_argument("--lr", type=positive_float, default=None, help="Adam learning rate")
+    d.add_argument("--seeds", nargs="+", type=seed_int, default=None, help="one training run per seed")
+    d.add_argument("--epochs", type=epochs_int, default=None, help="epochs for every model")
+    d.add_argument("--batch-size", type=batch_int, default=None, help="images per step")
+    d.add_argument("--lr", type=float_in(0, 10, "a positive learning rate"), default=None, help="Adam learning rate")
     d.add_argument("--lr-schedule", choices=SCHEDULES, default=None, help="constant (Su's) or cosine")
-    d.add_argument("--margin-lam", type=non_negative_float, default=None,
+    d.add_argument("--margin-lam", type=float_in(0, 10, "a number >= 0", low_open=False), default=None,
                    help="margin loss weight of the absent classes (Su: 0.25)")
-    d.add_argument("--squash-k", type=positive_float, default=None, help="k in |s|^2/(k+|s|^2) (capsule heads)")
-    d.add_argument("--iterations", type=positive_int, default=None, help="routing iterations")
+    d.add_argument("--squash-k", type=float_in(0, 1000, "a positive number"), default=None, help="k in |s|^2/(k+|s|^2) (capsule heads)")
+    d.add_argument("--iterations", type=int_in(1, 100), default=None, help="routing iterations")
     d.add_argument("--init", choices=INITS, default=None, help="initial weights: Keras's defaults (Su's) or PyTorch's")
     d.add_argument("--limit", type=positive_int, default=None, help="train on the first N digits only")
     d.add_argument("--test-limit", type=positive_int, default=None, help="test digits (and pairs from them)")
-    d.add_argument("--pairs", type=positive_int, default=None, help="two-digit test images per layout")
+    d.add_argument("--pairs", type=int_in(1, 100_000), default=None, help="two-digit test images per layout")
     d.add_argument("--layouts", nargs="+", choices=LAYOUTS, default=None, help="how the two digits are placed")
-    d.add_argument("--shift", type=non_negative_int, default=None, help="random shift augmentation, pixels")
+    d.add_argument("--shift", type=int_in(0, 14), default=None, help="random shift augmentation, pixels")
     d.add_argument("--amp", choices=AMP_CHOICES, default=None, help="mixed precision")
-    d.add_argument("--pair-seed", type=non_negative_int, default=None, help="seed of the test pairs")
+    d.add_argument("--pair-seed", type=seed_int, default=None, help="seed of the test pairs")
     d.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -88,18 +84,22 @@ def cli_main(args) -> int:
     import sys
 
     from capsedu.data.mnist import load_dataset
+    from capsedu.experiments.shared.arguments import check_flags
     from capsedu.experiments.shared.runs import resumable
     from capsedu.experiments.two_digits.run import DEFAULT_NAME, two_digit_experiment
     from capsedu.runtime.device import resolve_device
+    from capsedu.runtime.lock import OutputLock
     from capsedu.runtime.results import command_line, output_path
 
     name, config = config_from_args(args)               # every check happens before any work
-    out = None if args.out is None else output_path(args.out, DEFAULT_NAME.format(preset=name))
-    resumable(out, config.as_dict(), args.fresh, "config")  # other settings: an error before the data loads
+    check_flags(args)
     device = resolve_device(args.device)
-    with contextlib.redirect_stdout(sys.stderr):        # stdout carries the JSON only
-        data = load_dataset("mnist", config.source, device=device, root=args.root, verbose=True)
-    result = two_digit_experiment(data, config, out=out, fresh=args.fresh, device=device,
-                                  progress=not args.no_progress, command=command_line(args.argv), preset=name)
+    out = None if args.out is None else output_path(args.out, DEFAULT_NAME.format(preset=name))
+    resumable(out, config.as_dict(), args.fresh, "config")  # other settings, a damaged file: an error now
+    with OutputLock(out) if out is not None else contextlib.nullcontext():  # one writer of --out
+        with contextlib.redirect_stdout(sys.stderr):    # stdout carries the JSON only
+            data = load_dataset("mnist", config.source, device=device, root=args.root, verbose=True)
+        result = two_digit_experiment(data, config, out=out, fresh=args.fresh, device=device,
+                                      progress=not args.no_progress, command=command_line(args.argv), preset=name)
     print(json.dumps(result, indent=2))
     return 0

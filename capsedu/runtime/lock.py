@@ -1,0 +1,162 @@
+"""One writer per output, and only what a run created is ever deleted (no torch).
+
+- ``OutputLock(path)``: an exclusive ``fcntl.flock`` on ``<path>.lock``, which holds the holder's
+  pid, host and start time. Taken before any work; a second writer is refused at once with one
+  line naming the holder. Re-entrant within a process (the command line and the experiment it
+  runs both take it). Released (and the file removed) on ``release``; a lock file whose holder died
+  (the kernel dropped its flock) is taken over with a note on stderr.
+- ``OwnedFolder(folder)``: a folder of per-run files (``<out stem>.ckpt/``) with a manifest
+  (``MANIFEST``) listing the files the run handed out; ``clear`` deletes those (and their ``.tmp``)
+  and nothing else, then the folder only if it is empty. A folder without a manifest is not
+  the run's: nothing in it is deleted.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import socket
+import sys
+from pathlib import Path
+from typing import Dict, List
+
+__all__ = ["LockError", "OutputLock", "OwnedFolder"]
+
+try:
+    import fcntl
+except ImportError:  # Windows: no advisory locks; the lock file still names the writer
+    fcntl = None
+
+_HELD: Dict[str, OutputLock] = {}
+
+
+class LockError(RuntimeError):
+    """Another process is writing the same output."""
+
+
+def _holder(text: str) -> str:
+    try:
+        info = json.loads(text)
+        return f"pid {info['pid']} on {info['host']} since {info['started']}"
+    except (ValueError, KeyError, TypeError):
+        return "another process"
+
+
+class OutputLock:
+    """``with OutputLock(path):`` -- this process is the only writer of ``path`` while it runs."""
+
+    def __init__(self, path):
+        self.path = Path(os.path.abspath(os.fspath(path)))
+        self.lock_path = self.path.with_name(self.path.name + ".lock")
+        self.fd, self.count = None, 0
+
+    def acquire(self) -> OutputLock:
+        held = _HELD.get(str(self.path))
+        if held is not None and held is not self:
+            held.count += 1
+            self.fd, self.count = "shared", 1
+            return self
+        if self.fd is not None:
+            self.count += 1
+            return self
+        for _ in range(10):  # retry if the file was removed between open and flock
+            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                if fcntl is not None:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                text = os.pread(fd, 4096, 0).decode(errors="replace")
+                os.close(fd)
+                raise LockError(f"{self.path} is being written by {_holder(text)} (lock {self.lock_path}); "
+                                "wait for it to finish, or use another --out") from None
+            try:
+                same = os.fstat(fd).st_ino == os.stat(self.lock_path).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)
+        else:
+            raise LockError(f"cannot lock {self.lock_path}")
+        old = os.pread(fd, 4096, 0).decode(errors="replace").strip()
+        if old:
+            print(f"capsedu: took over the lock {self.lock_path} of {_holder(old)}, which is no longer running",
+                  file=sys.stderr)
+        info = {"pid": os.getpid(), "host": socket.gethostname(),
+                "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(info).encode(), 0)
+        self.fd, self.count = fd, 1
+        _HELD[str(self.path)] = self
+        return self
+
+    def release(self) -> None:
+        if self.fd is None:
+            return
+        self.count -= 1
+        if self.fd == "shared":
+            self.fd = None
+            held = _HELD.get(str(self.path))
+            if held is not None:
+                held.release()
+            return
+        if self.count > 0:
+            return
+        _HELD.pop(str(self.path), None)
+        try:
+            os.remove(self.lock_path)  # while still holding it: a waiting writer re-checks the inode
+        except OSError:
+            pass
+        os.close(self.fd)  # closing drops the flock
+        self.fd = None
+
+    def __enter__(self):
+        return self.acquire()
+
+    def __exit__(self, *exc):
+        self.release()
+
+
+class OwnedFolder:
+    """A folder of files a run creates, with a manifest of them: ``clear`` removes only those."""
+
+    MANIFEST = "MANIFEST"
+
+    def __init__(self, folder):
+        self.folder = Path(folder)
+        self.manifest = self.folder / self.MANIFEST
+
+    def files(self) -> List[str]:
+        try:
+            names = json.loads(self.manifest.read_text()).get("files", [])
+        except (OSError, ValueError, AttributeError):
+            return []
+        return [n for n in names if isinstance(n, str) and "/" not in n and n not in ("", ".", "..")]
+
+    def hand_out(self, name: str) -> Path:
+        """The path of the run's file ``name`` in the folder (created, with its manifest, if need be)."""
+        self.folder.mkdir(exist_ok=True)
+        names = self.files()
+        if name not in names:
+            from capsedu.runtime.files import write_json
+            write_json({"what": "files written by a capsedu stored run; only these are ever deleted",
+                        "files": [*names, name]}, self.manifest)
+        return self.folder / name
+
+    def clear(self) -> List[str]:
+        """Delete the files the manifest lists, the manifest, and the folder if nothing else is in it;
+        returns what was left (files the run did not create)."""
+        if not self.folder.is_dir() or not self.manifest.is_file():
+            return []
+        for name in self.files():
+            for p in (self.folder / name, self.folder / (name + ".tmp")):
+                if p.is_file():
+                    p.unlink()
+        self.manifest.unlink()
+        for tmp in (self.folder / (self.MANIFEST + ".tmp"),):
+            if tmp.is_file():
+                tmp.unlink()
+        left = sorted(p.name for p in self.folder.iterdir())
+        if not left:
+            self.folder.rmdir()
+        return left

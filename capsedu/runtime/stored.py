@@ -1,0 +1,159 @@
+"""The one stored-run format: every experiment writes it, and resume, ``stored_run`` and the chapters read it.
+
+A stored run is one JSON object: a header (provenance, the settings under ``"settings"`` or, for
+the two-digit experiment, ``"config"``), ``"runs"`` (one record per finished model x seed) and a
+summary, plus two keys that make it checkable:
+
+- ``"format"``: ``FORMAT`` (1), the version of this layout;
+- ``"checksum"``: ``"sha256:"`` + the sha256 of ``canonical(data)``, i.e. of
+  ``json.dumps(data without "checksum", sort_keys=True)`` as UTF-8; a changed digit fails it.
+
+``check_schema`` checks the header's and each record's keys and types: a record's name
+(``model``, ``method`` or ``variant``) is a str, its ``seed`` an int >= 0, and no (name, seed)
+comes twice. ``read_stored(path)`` -> the data, or one ``StoredRunError`` line naming the file
+and what is wrong. ``seal(data)`` adds the two keys; ``write_stored`` writes a sealed copy atomically.
+
+Files written before format 1 (no ``"format"``, no ``"checksum"``) are *legacy*: resuming
+accepts them after the schema check (the next save seals them); ``stored_run`` and the
+chapters (``require_checksum=True``) refuse them with a line saying how to seal them
+(``python scripts/migrate_results.py``). The repository's ``results/`` files are all sealed.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Dict, Optional
+
+__all__ = ["FORMAT", "NAME_KEYS", "StoredRunError", "canonical", "checksum", "seal", "check_schema",
+           "parse_stored", "read_stored", "write_stored"]
+
+FORMAT = 1
+NAME_KEYS = ("model", "method", "variant")  # what a record is a run of (with its seed)
+# header key -> the types it may have (when present)
+HEADER_TYPES = {"command": (str,), "date": (str,), "preset": (str, type(None)), "seconds": (int, float),
+                "resumed": (int,), "started": (str, type(None)), "written": (str,), "device": (str,)}
+
+
+class StoredRunError(ValueError):
+    """A stored run that cannot be used: ``str(err)`` is one line naming the file and what is wrong."""
+
+    def __init__(self, path, what: str):
+        self.path, self.what = str(path), " ".join(str(what).split())
+        super().__init__(f"stored run {self.path}: {self.what}")
+
+
+def canonical(data: Dict) -> bytes:
+    """The bytes the checksum covers: the object without ``"checksum"``, keys sorted."""
+    return json.dumps({k: v for k, v in data.items() if k != "checksum"}, sort_keys=True).encode()
+
+
+def checksum(data: Dict) -> str:
+    return "sha256:" + hashlib.sha256(canonical(data)).hexdigest()
+
+
+def seal(data: Dict) -> Dict:
+    """A copy of ``data`` with ``"format"`` and ``"checksum"`` (JSON-normalised first, so what is
+    read back hashes to the same value)."""
+    plain = json.loads(json.dumps({k: v for k, v in data.items() if k not in ("format", "checksum")}))
+    plain["format"] = FORMAT
+    plain["checksum"] = checksum(plain)
+    return plain
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def check_schema(data, settings_key: Optional[str] = None) -> Optional[str]:
+    """What is wrong with ``data`` as a stored run (one phrase), or None if nothing is."""
+    if not isinstance(data, dict):
+        return f"holds a JSON {type(data).__name__}, expected an object with a header and \"runs\""
+    keys = (settings_key,) if settings_key else ("settings", "config")
+    if not any(isinstance(data.get(k), dict) for k in keys):
+        have = next((k for k in keys if k in data), None)
+        wanted = " or ".join(f'"{k}"' for k in keys)
+        return (f"its \"{have}\" is a {type(data[have]).__name__}, expected an object" if have else
+                f"has no settings ({wanted})")
+    for key, types in HEADER_TYPES.items():
+        if key in data and (not isinstance(data[key], types) or isinstance(data[key], bool)):
+            return f"its \"{key}\" is a {type(data[key]).__name__} ({data[key]!r:.40}), expected {types[0].__name__}"
+    runs = data.get("runs")
+    if not isinstance(runs, list):
+        return "lacks its \"runs\" list" if runs is None else f"its \"runs\" is a {type(runs).__name__}, expected a list"
+    seen = set()
+    for i, record in enumerate(runs):
+        if not isinstance(record, dict):
+            return f"run {i} is a {type(record).__name__}, expected an object"
+        names = [k for k in NAME_KEYS if k in record]
+        for k in names:
+            if not isinstance(record[k], str):
+                return f"run {i}: its {k} is {record[k]!r}, expected a name (a string)"
+        seed = record.get("seed")
+        if not _is_int(seed) or seed < 0:
+            return f"run {i}: its seed is {seed!r}, expected an int >= 0"
+        key = (tuple(record[k] for k in names), seed)
+        if key in seen:
+            return f"run {i} repeats {' '.join(record[k] for k in names) or 'the run'} seed {seed}"
+        seen.add(key)
+    return None
+
+
+def parse_stored(text, path, settings_key: Optional[str] = None, require_checksum: bool = False,
+                 resuming: bool = False) -> Dict:
+    """``text`` (bytes or str, the content of ``path``) as a checked stored run; else ``StoredRunError``.
+
+    ``resuming``: a file that fails its checksum (edited by hand) is still resumed, its records
+    kept, but it comes back marked ``"edited"``; the mark is sealed into the file the run writes,
+    so readers (``require_checksum``) keep refusing it: an edited number is never shown as measured."""
+    try:
+        data = json.loads(text)
+    except UnicodeDecodeError as err:
+        raise StoredRunError(path, f"is not text (byte {err.start} is not UTF-8); expected a JSON file") from None
+    except json.JSONDecodeError as err:
+        size = len(text)
+        what = "is truncated" if err.pos >= size - 1 else "is not valid JSON"
+        raise StoredRunError(path, f"{what} ({err.msg} at line {err.lineno} column {err.colno})") from None
+    if isinstance(data, dict) and ("format" in data or "checksum" in data):
+        version = data.get("format")
+        if not _is_int(version) or version > FORMAT or version < 1:
+            raise StoredRunError(path, f"has format {version!r}; this capsedu reads format {FORMAT}")
+        if data.get("checksum") != checksum(data):
+            if not resuming:
+                raise StoredRunError(path, "fails its checksum: its content changed after it was written "
+                                           "(rerun the experiment with --fresh, or restore the file)")
+            data["edited"] = "its checksum failed when it was resumed: changed after it was written"
+    elif require_checksum:
+        raise StoredRunError(path, "has no checksum (written before stored-run format 1); "
+                                   "seal it with: python scripts/migrate_results.py")
+    if require_checksum and isinstance(data, dict) and data.get("edited"):
+        raise StoredRunError(path, f"was edited after it was written ({data['edited']}); not shown as measured: "
+                                   "rerun the experiment with --fresh")
+    problem = check_schema(data, settings_key)
+    if problem is not None:
+        raise StoredRunError(path, problem)
+    return data
+
+
+def read_stored(path, settings_key: Optional[str] = None, require_checksum: bool = False,
+                resuming: bool = False) -> Dict:
+    """The stored run at ``path``, checked (format, checksum, schema); else one ``StoredRunError`` line."""
+    path = Path(path)
+    if path.is_dir():
+        raise StoredRunError(path, "is a folder; expected a stored-run JSON file")
+    try:
+        text = path.read_bytes()
+    except FileNotFoundError:
+        raise StoredRunError(path, "not found") from None
+    except OSError as err:
+        raise StoredRunError(path, f"cannot be read ({err.strerror or type(err).__name__})") from None
+    return parse_stored(text, path, settings_key, require_checksum, resuming)
+
+
+def write_stored(data: Dict, path) -> Dict:
+    """``seal(data)`` written atomically to ``path`` (readers see the old file or the new one); returns it."""
+    from capsedu.runtime.files import write_json
+    sealed = seal(data)
+    write_json(sealed, os.fspath(path))
+    return sealed
