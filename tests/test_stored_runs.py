@@ -383,3 +383,15 @@ def test_evaluate_on_a_stored_run_or_weights_says_what_the_file_is(tmp_path, cap
         code, _, err = run(capsys, "evaluate", "--checkpoint", str(path), "--device", "cpu")
         assert code == 1 and len(err) == 1 and what in err[0] and "delete" not in err[0], err
         assert path.read_bytes() == before
+
+
+def test_to_json_keeps_lists_of_numbers_on_one_line_and_parses_back():
+    import json
+
+    from capsedu.runtime.files import to_json
+    data = {"runs": [{"seed": 0, "misses": {"test": [3, 17, 99], "affine": []}, "curve": [0.5, 0.75]}],
+            "wrong": [[1, 7], [4, 2]], "empty": {}, "name": "x", "none": None}
+    text = to_json(data)
+    assert json.loads(text) == data
+    assert '"test": [3, 17, 99]' in text and '"curve": [0.5, 0.75]' in text
+    assert len(text.splitlines()) < len(json.dumps(data, indent=2).splitlines())

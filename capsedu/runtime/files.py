@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 from typing import Callable
 
-__all__ = ["write_atomic", "write_json", "remove_stale_tmp", "sha256_of", "ctrl_c_deferred", "interrupted",
+__all__ = ["write_atomic", "write_json", "to_json", "remove_stale_tmp", "sha256_of", "ctrl_c_deferred", "interrupted",
            "catch_ctrl_c"]
 _INTERRUPTED = []  # one entry per SIGINT this process received (``interrupted``)
 
@@ -102,6 +102,20 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
+def to_json(obj, indent: int = 2, level: int = 0) -> str:
+    """Indented JSON, except that a list of plain numbers or strings stays on one line (the per-item
+    misses of a stored run would otherwise take a line per index). Parses to the same object."""
+    if isinstance(obj, list) and all(isinstance(v, (int, float, str, bool)) or v is None for v in obj):
+        return json.dumps(obj)
+    pad, inner = " " * (indent * level), " " * (indent * (level + 1))
+    if isinstance(obj, dict) and obj:
+        items = (f"{inner}{json.dumps(str(k))}: {to_json(v, indent, level + 1)}" for k, v in obj.items())
+        return "{\n" + ",\n".join(items) + f"\n{pad}}}"
+    if isinstance(obj, list) and obj:
+        return "[\n" + ",\n".join(f"{inner}{to_json(v, indent, level + 1)}" for v in obj) + f"\n{pad}]"
+    return json.dumps(obj)
+
+
 def write_json(obj, path) -> None:
-    """``obj`` as indented JSON, through ``write_atomic``: readers see the old file or the new one."""
-    write_atomic(path, lambda f: f.write((json.dumps(obj, indent=2) + "\n").encode()))
+    """``obj`` as JSON (``to_json``), through ``write_atomic``: readers see the old file or the new one."""
+    write_atomic(path, lambda f: f.write((to_json(obj) + "\n").encode()))
