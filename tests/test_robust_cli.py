@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from cli_helpers import run, snapshot  # noqa: E402
 
 import capsedu.core.capsnet
 import capsedu.data.mnist
@@ -27,16 +28,6 @@ def tiny_capsnet(monkeypatch):
                         else real(**{**TINY, **kw}))
 
 
-def run(capsys, *argv):
-    """cli.main in this process: (exit code, stdout, the stderr lines)."""
-    capsys.readouterr()
-    code = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err.strip().splitlines()
-
-
-def snapshot(folder: Path):
-    return {p.relative_to(folder).as_posix(): p.read_bytes() if p.is_file() else None for p in sorted(folder.rglob("*"))}
 
 
 @pytest.fixture(scope="module")

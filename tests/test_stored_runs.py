@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from cli_helpers import run, snapshot
 
 import capsedu
 from capsedu import cli
@@ -41,16 +42,6 @@ def stored(runs=None, **extra):
     return {**HEADER, "runs": [{"model": "cnn", "seed": 0, "acc": 0.5}] if runs is None else runs, **extra}
 
 
-def run(capsys, *argv):
-    """cli.main in this process: (exit code, stdout, the stderr lines)."""
-    capsys.readouterr()
-    code = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err.strip().splitlines()
-
-
-def snapshot(folder: Path):
-    return {p.relative_to(folder).as_posix(): p.read_bytes() if p.is_file() else None for p in sorted(folder.rglob("*"))}
 
 
 @pytest.fixture(scope="module")
