@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT))
 from capsedu.runtime.files import write_atomic
 from capsedu.runtime.stored import StoredRunError, check_schema, parse_stored, seal
 
-BUSY = {"two_digits_r1.json"}  # written by a long run right now: sealed by its own next save, or later by name
+BUSY: set = set()  # names a long run is writing right now (skipped; seal them later by name)
 
 
 def _same(a, b) -> bool:
