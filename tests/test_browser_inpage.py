@@ -1,0 +1,207 @@
+"""Chapter 6's in-page CapsNet (book/_static/capsnet.js) in headless Chromium, against PyTorch.
+
+Through the page's own controls: random slider settings of random test digits decode to
+PyTorch's reconstruction of the same capsule (max pixel error <= 2/255); two sliders together
+give an image different from each alone; the sample digits through the whole network give
+PyTorch's 10 lengths (within 0.02), its class and its coupling coefficients; a drawn digit is
+read as MNIST's are made (20 x 20 box, centre of mass at the centre); nothing is downloaded
+before the reader asks, and without JavaScript only a note is left. Prints the forward pass's
+time in the browser, the page's weight and each weight file's size.
+
+Uses tests/test_browser.py's server, browser and conditions (it skips, or fails under
+CAPSEDU_REQUIRE_BROWSER=1, where they do).
+"""
+import base64
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from test_browser import HTML, _browser, _errors, _load, _shot, browser, server  # noqa: F401 (fixtures)
+
+from capsedu.figures.frames import perturb
+from capsedu.figures.static import to_uint8
+from capsedu.training.pretrained import load_capsnet
+
+from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
+
+PAGE = "book/06_learned.html"
+MAX_PIXEL_ERROR = 2          # out of 255
+MAX_LENGTH_ERROR = 0.02
+
+PIXELS = """var c = arguments[0], d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data, out = [];
+            for (var k = 0; k < d.length; k += 4) { out.push(d[k]); } return out;"""
+SET_SLIDERS = """var sliders = arguments[0].querySelectorAll('.ci-sliders input');
+                 arguments[1].forEach(function (v, d) { sliders[d].value = v;
+                   sliders[d].dispatchEvent(new Event('input', {bubbles: true})); });
+                 return Array.from(sliders).map(function (s) { return Number(s.value); });"""
+BINARIES = "return performance.getEntriesByType('resource').map(e => e.name).filter(n => n.endsWith('.bin'));"
+
+
+@pytest.fixture(scope="module")
+def model():
+    return load_capsnet()
+
+
+@pytest.fixture(scope="module")
+def page(browser, server):  # noqa: F811 (the imported fixtures)
+    """The chapter opened once, its panel's data read, the decoder and the network loaded by their buttons."""
+    _load(browser, f"{server}/{PAGE}")
+    panel = browser.find_element(By.CSS_SELECTOR, ".capsedu-inpage")
+    browser.execute_script("arguments[0].scrollIntoView({block: 'start'});", panel)
+    data = json.loads(browser.execute_script(
+        "return arguments[0].querySelector('script.capsedu-inpage-data').textContent;", panel))
+    assert browser.execute_script(BINARIES) == [], "weights downloaded before the reader asked"
+    panel.find_element(By.CSS_SELECTOR, ".ci-load-decoder").click()
+    wait = WebDriverWait(browser, 60)
+    wait.until(lambda d: panel.find_element(By.CSS_SELECTOR, ".ci-decoder .ci-body").is_displayed())
+    assert [n.rsplit("/", 1)[1] for n in browser.execute_script(BINARIES)] == [data["decoder"]]
+    return browser, panel, data
+
+
+def _pixels(browser, canvas):
+    return np.array(browser.execute_script(PIXELS, canvas), dtype=np.int16).reshape(28, 28)
+
+
+def _images(b64):
+    return torch.from_numpy(np.frombuffer(base64.b64decode(b64), np.uint8).reshape(-1, 1, 28, 28) / 255).float()
+
+
+def _reference(model, data, n, delta):
+    """PyTorch's reconstruction of test digit n's capsule plus ``delta``, as grey uint8."""
+    label = data["digits"]["labels"][n]
+    caps = torch.zeros(10, 16)
+    caps[label] = torch.tensor(data["digits"]["capsules"][n])
+    with torch.no_grad():
+        return to_uint8(perturb(model, caps, label, None, torch.tensor(delta, dtype=torch.float32))).astype(np.int16)
+
+
+def _decode_in_page(page, n, values):
+    browser, panel, _ = page
+    Select(panel.find_element(By.CSS_SELECTOR, "select.ci-digit")).select_by_value(str(n))
+    delta = browser.execute_script(SET_SLIDERS, panel, list(values))
+    return _pixels(browser, panel.find_element(By.CSS_SELECTOR, "canvas.ci-recon")), delta
+
+
+def test_build_time_capsules_are_the_networks(page, model):
+    _, _, data = page
+    images = _images(data["digits"]["images"])
+    assert len(images) >= 20
+    with torch.no_grad():
+        capsules = model.capsules(images)
+    picked = capsules[torch.arange(len(images)), data["digits"]["labels"]]
+    assert torch.allclose(picked, torch.tensor(data["digits"]["capsules"]), atol=1e-5)
+
+
+def test_random_slider_settings_decode_as_pytorch(page, model):
+    browser, panel, data = page
+    rng = np.random.default_rng(26)
+    worst = 0
+    for _ in range(12):
+        n = int(rng.integers(len(data["digits"]["labels"])))
+        values = np.round(rng.uniform(-data["span"], data["span"], 16) * (rng.random(16) < 0.6), 2)
+        shown, delta = _decode_in_page(page, n, values.tolist())
+        assert np.allclose(delta, values), "the sliders did not take the values"
+        error = int(np.abs(shown - _reference(model, data, n, delta)).max())
+        worst = max(worst, error)
+        assert error <= MAX_PIXEL_ERROR, f"digit {n}, sliders {delta}: max pixel error {error}/255"
+        length = float(panel.find_element(By.CSS_SELECTOR, "output.ci-length").text)
+        want = (torch.tensor(data["digits"]["capsules"][n]) + torch.tensor(delta)).norm().item()
+        assert abs(length - want) < 1e-3
+    print(f"decoder in the page: max pixel error {worst}/255 over 12 random settings")
+    _shot(panel, "inpage_decoder.png")
+    assert not _errors(browser.get_log("browser"))
+
+
+def test_two_sliders_together_differ_from_each_alone(page, model):
+    _, panel, data = page
+    a, b = np.zeros(16), np.zeros(16)
+    a[0], b[5] = 0.4, -0.4
+    alone_a, _ = _decode_in_page(page, 0, a.tolist())
+    alone_b, _ = _decode_in_page(page, 0, b.tolist())
+    both, delta = _decode_in_page(page, 0, (a + b).tolist())
+    assert np.abs(both - alone_a).max() > 4 * MAX_PIXEL_ERROR and np.abs(both - alone_b).max() > 4 * MAX_PIXEL_ERROR
+    assert np.abs(both - _reference(model, data, 0, delta)).max() <= MAX_PIXEL_ERROR
+    panel.find_element(By.CSS_SELECTOR, "button.ci-reset").click()
+    reset, _ = _decode_in_page(page, 0, [0.0] * 16)
+    assert np.abs(reset - _reference(model, data, 0, [0.0] * 16)).max() <= MAX_PIXEL_ERROR
+
+
+def _load_network(page):
+    browser, panel, data = page
+    button = panel.find_elements(By.CSS_SELECTOR, "button.ci-load-network")
+    if button and button[0].is_displayed():
+        button[0].click()
+        WebDriverWait(browser, 120).until(lambda d: not button[0].is_displayed())
+        assert sorted(n.rsplit("/", 1)[1] for n in browser.execute_script(BINARIES)) == sorted(
+            [data["decoder"], data["encoder"]])
+
+
+def test_sample_digits_through_the_whole_network_match_pytorch(page, model):
+    browser, panel, data = page
+    _load_network(page)
+    samples = _images(data["samples"]["images"])
+    with torch.no_grad():
+        _, want, _ = model(samples)                                         # (S, 10)
+        _, history = model.capsules(samples, return_history=True)
+    coupling = history[-1].mean(dim=1)                                      # (S, 10): mean c_ij over i
+    times = []
+    for k in range(min(len(samples), 5)):
+        panel.find_element(By.CSS_SELECTOR, f'button.ci-sample[data-sample="{k}"]').click()
+        bars = panel.find_element(By.CSS_SELECTOR, ".ci-lengths")
+        got = torch.tensor(json.loads(bars.get_attribute("data-lengths")))
+        assert (got - want[k]).abs().max() <= MAX_LENGTH_ERROR, f"sample {k}: {got} vs {want[k]}"
+        assert int(got.argmax()) == int(want[k].argmax())
+        captions = [float(c.text.split(": ")[1]) for c in panel.find_elements(By.CSS_SELECTOR, ".ci-coupling figcaption")]
+        assert len(captions) == 10 and np.abs(np.array(captions) - coupling[k].numpy()).max() <= 0.01
+        times.append(float(panel.find_element(By.CSS_SELECTOR, ".ci-verdict").get_attribute("data-ms")))
+        assert Select(panel.find_element(By.CSS_SELECTOR, "select.ci-digit")).first_selected_option.get_attribute(
+            "value") == "drawn"                                             # the sliders now move this digit
+    print(f"forward pass in headless Chromium: {json.dumps({'ms': times, 'median_ms': float(np.median(times))})}")
+    _shot(panel, "inpage_network.png")
+    assert not _errors(browser.get_log("browser"))
+
+
+def test_a_drawn_digit_is_read_as_mnist_digits_are_made(page):
+    browser, panel, _ = page
+    _load_network(page)
+    panel.find_element(By.CSS_SELECTOR, "button.ci-clear").click()
+    pad = panel.find_element(By.CSS_SELECTOR, "canvas.ci-draw")
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", pad)
+    # A "7" drawn off-centre in the top-left part of the pad: a bar, then a slanted stroke.
+    ActionChains(browser).move_to_element_with_offset(pad, -110, -110).click_and_hold() \
+        .move_by_offset(60, 0).move_by_offset(-30, 50).move_by_offset(-15, 40).release().perform()
+    image = _pixels(browser, panel.find_element(By.CSS_SELECTOR, "canvas.ci-input")) / 255
+    rows, cols = np.nonzero(image > 0.05)
+    assert max(np.ptp(rows), np.ptp(cols)) + 1 in (19, 20, 21), "the digit is not scaled into a 20 x 20 box"
+    ys, xs = np.mgrid[0:28, 0:28]
+    centre = (image * ys).sum() / image.sum(), (image * xs).sum() / image.sum()
+    assert abs(centre[0] - 14) <= 1 and abs(centre[1] - 14) <= 1, f"centre of mass {centre}"
+    lengths = json.loads(panel.find_element(By.CSS_SELECTOR, ".ci-lengths").get_attribute("data-lengths"))
+    assert len(lengths) == 10 and all(0 <= v < 1 for v in lengths)
+    _shot(panel, "inpage_drawn.png")
+
+
+def test_weight_files_are_served_with_the_sizes_the_page_shows(page):
+    _, _, data = page
+    for name in (data["decoder"], data["encoder"]):
+        size = (HTML / "_static" / name).stat().st_size
+        assert size == data["files"][name]
+        print(f"{name}: {size / 1e6:.2f} MB")
+    print(f"{PAGE}: {(HTML / PAGE).stat().st_size / 1e6:.2f} MB")
+
+
+def test_without_javascript_only_the_note_and_the_twin_are_left(server, tmp_path_factory):  # noqa: F811
+    driver = _browser(tmp_path_factory, javascript=False)
+    try:
+        driver.get(f"{server}/{PAGE}")
+        panel = driver.find_element(By.CSS_SELECTOR, ".capsedu-inpage")
+        assert panel.find_element(By.CSS_SELECTOR, ".capsedu-inpage-note").is_displayed()
+        assert not panel.find_elements(By.CSS_SELECTOR, ".ci-part")
+        twin = driver.find_element(By.CSS_SELECTOR, '.capsedu-twin[data-twin="perturbation"] img')
+        assert driver.execute_script("return arguments[0].naturalWidth;", twin) > 0
+    finally:
+        driver.quit()
