@@ -18,15 +18,18 @@ import numpy as np
 import pytest
 import torch
 
+# isort: off
+# test_browser first: it skips this module too (or fails it, in CI) where Chromium, the built book
+# or Selenium is missing, before Selenium is imported here.
 from test_browser import HTML, _browser, _errors, _load, _shot, browser, server  # noqa: F401 (fixtures)
+from selenium.webdriver.common.action_chains import ActionChains
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select, WebDriverWait
+# isort: on
 
 from capsedu.figures.frames import perturb
 from capsedu.figures.static import to_uint8
 from capsedu.training.pretrained import load_capsnet
-
-from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
-from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
 PAGE = "book/06_learned.html"
 MAX_PIXEL_ERROR = 2          # out of 255
@@ -62,8 +65,8 @@ def page(browser, server):  # noqa: F811 (the imported fixtures)
     return browser, panel, data
 
 
-def _pixels(browser, canvas):
-    return np.array(browser.execute_script(PIXELS, canvas), dtype=np.int16).reshape(28, 28)
+def _pixels(driver, canvas):
+    return np.array(driver.execute_script(PIXELS, canvas), dtype=np.int16).reshape(28, 28)
 
 
 def _images(b64):
@@ -80,10 +83,10 @@ def _reference(model, data, n, delta):
 
 
 def _decode_in_page(page, n, values):
-    browser, panel, _ = page
+    driver, panel, _ = page
     Select(panel.find_element(By.CSS_SELECTOR, "select.ci-digit")).select_by_value(str(n))
-    delta = browser.execute_script(SET_SLIDERS, panel, list(values))
-    return _pixels(browser, panel.find_element(By.CSS_SELECTOR, "canvas.ci-recon")), delta
+    delta = driver.execute_script(SET_SLIDERS, panel, list(values))
+    return _pixels(driver, panel.find_element(By.CSS_SELECTOR, "canvas.ci-recon")), delta
 
 
 def test_build_time_capsules_are_the_networks(page, model):
@@ -97,7 +100,7 @@ def test_build_time_capsules_are_the_networks(page, model):
 
 
 def test_random_slider_settings_decode_as_pytorch(page, model):
-    browser, panel, data = page
+    driver, panel, data = page
     rng = np.random.default_rng(26)
     worst = 0
     for _ in range(12):
@@ -113,7 +116,7 @@ def test_random_slider_settings_decode_as_pytorch(page, model):
         assert abs(length - want) < 1e-3
     print(f"decoder in the page: max pixel error {worst}/255 over 12 random settings")
     _shot(panel, "inpage_decoder.png")
-    assert not _errors(browser.get_log("browser"))
+    assert not _errors(driver.get_log("browser"))
 
 
 def test_two_sliders_together_differ_from_each_alone(page, model):
@@ -131,17 +134,17 @@ def test_two_sliders_together_differ_from_each_alone(page, model):
 
 
 def _load_network(page):
-    browser, panel, data = page
+    driver, panel, data = page
     button = panel.find_elements(By.CSS_SELECTOR, "button.ci-load-network")
     if button and button[0].is_displayed():
         button[0].click()
-        WebDriverWait(browser, 120).until(lambda d: not button[0].is_displayed())
-        assert sorted(n.rsplit("/", 1)[1] for n in browser.execute_script(BINARIES)) == sorted(
+        WebDriverWait(driver, 120).until(lambda d: not button[0].is_displayed())
+        assert sorted(n.rsplit("/", 1)[1] for n in driver.execute_script(BINARIES)) == sorted(
             [data["decoder"], data["encoder"]])
 
 
 def test_sample_digits_through_the_whole_network_match_pytorch(page, model):
-    browser, panel, data = page
+    driver, panel, data = page
     _load_network(page)
     samples = _images(data["samples"]["images"])
     with torch.no_grad():
@@ -156,25 +159,25 @@ def test_sample_digits_through_the_whole_network_match_pytorch(page, model):
         assert (got - want[k]).abs().max() <= MAX_LENGTH_ERROR, f"sample {k}: {got} vs {want[k]}"
         assert int(got.argmax()) == int(want[k].argmax())
         captions = [float(c.text.split(": ")[1]) for c in panel.find_elements(By.CSS_SELECTOR, ".ci-coupling figcaption")]
-        assert len(captions) == 10 and np.abs(np.array(captions) - coupling[k].numpy()).max() <= 0.01
+        assert len(captions) == 10 and np.abs(np.array(captions) - coupling[k].numpy()).max() <= 0.005
         times.append(float(panel.find_element(By.CSS_SELECTOR, ".ci-verdict").get_attribute("data-ms")))
         assert Select(panel.find_element(By.CSS_SELECTOR, "select.ci-digit")).first_selected_option.get_attribute(
             "value") == "drawn"                                             # the sliders now move this digit
     print(f"forward pass in headless Chromium: {json.dumps({'ms': times, 'median_ms': float(np.median(times))})}")
     _shot(panel, "inpage_network.png")
-    assert not _errors(browser.get_log("browser"))
+    assert not _errors(driver.get_log("browser"))
 
 
 def test_a_drawn_digit_is_read_as_mnist_digits_are_made(page):
-    browser, panel, _ = page
+    driver, panel, _ = page
     _load_network(page)
     panel.find_element(By.CSS_SELECTOR, "button.ci-clear").click()
     pad = panel.find_element(By.CSS_SELECTOR, "canvas.ci-draw")
-    browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", pad)
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", pad)
     # A "7" drawn off-centre in the top-left part of the pad: a bar, then a slanted stroke.
-    ActionChains(browser).move_to_element_with_offset(pad, -110, -110).click_and_hold() \
+    ActionChains(driver).move_to_element_with_offset(pad, -110, -110).click_and_hold() \
         .move_by_offset(60, 0).move_by_offset(-30, 50).move_by_offset(-15, 40).release().perform()
-    image = _pixels(browser, panel.find_element(By.CSS_SELECTOR, "canvas.ci-input")) / 255
+    image = _pixels(driver, panel.find_element(By.CSS_SELECTOR, "canvas.ci-input")) / 255
     rows, cols = np.nonzero(image > 0.05)
     assert max(np.ptp(rows), np.ptp(cols)) + 1 in (19, 20, 21), "the digit is not scaled into a 20 x 20 box"
     ys, xs = np.mgrid[0:28, 0:28]

@@ -15,8 +15,18 @@ import torch
 
 from capsedu.core.squashing import safe_norm
 from capsedu.data.mnist import load_dataset
-from capsedu.figures.inpage import (DECODER_FILE, ENCODER_FILE, INT8_GROUPS, SCRIPT, InPagePanel, inpage_panel,
-                                    int8_error, read_weights, weight_files, write_weight_files)
+from capsedu.figures.inpage import (
+    DECODER_FILE,
+    ENCODER_FILE,
+    INT8_GROUPS,
+    SCRIPT,
+    InPagePanel,
+    inpage_panel,
+    int8_error,
+    read_weights,
+    weight_files,
+    write_weight_files,
+)
 from capsedu.training.pretrained import load_capsnet
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -272,8 +272,12 @@
     var pick = el("select", {"class": "ci-digit", "aria-label": "test digit"}, el("label", {}, body, "digit "));
     data.digits.labels.forEach(function (y, n) { el("option", {value: String(n)}, pick, "test digit #" + n + " (predicted " + y + ")"); });
     var row = el("div", {"class": "ci-row"}, body);
-    var original = el("canvas", {"class": "ci-original ci-28", width: 28, height: 28, title: "input"}, row);
-    var recon = el("canvas", {"class": "ci-recon ci-28", width: 28, height: 28, title: "reconstruction"}, row);
+    function framed(cls, caption) {                   // a 28 x 28 canvas with a caption under it
+      var fig = el("figure", {}, row), cv = el("canvas", {"class": cls + " ci-28", width: 28, height: 28}, fig);
+      el("figcaption", {}, fig, caption);
+      return cv;
+    }
+    var original = framed("ci-original", "input"), recon = framed("ci-recon", "decoded from the capsule");
     var info = el("div", {}, row);
     el("span", {}, info, "capsule length ");
     var length = el("output", {"class": "ci-length"}, info);
@@ -369,26 +373,39 @@
       sliders.forEach(function (s) { s.value = 0; });
       if (state.decoder) { choose(); }
     }
-    // c_ij of the last routing iteration, averaged over the capsule types at each grid cell:
-    // one small map per digit class j, white = 1.
+    // c_ij of the last routing iteration, averaged over the capsule types at each grid cell: one
+    // small map per digit class j. Grey is 1/J (each capsule's vote spread evenly), red more, blue
+    // less; the colours saturate at the largest departure from 1/J of this digit, printed below.
     function showCoupling(res) {
+      var J = data.num_classes, G = res.cells, T = res.types, side = Math.round(Math.sqrt(G));
+      var maps = [], spread = 1e-6, j, cell;
+      for (j = 0; j < J; j++) {
+        var m = new Float32Array(G);
+        for (cell = 0; cell < G; cell++) {
+          for (var t = 0; t < T; t++) { m[cell] += res.coupling[(t * G + cell) * J + j] / T; }
+          spread = Math.max(spread, Math.abs(m[cell] - 1 / J));
+        }
+        maps.push(m);
+      }
       coupling.textContent = "";
-      el("small", {}, coupling, "coupling coefficients c_ij (last iteration), mean over the " + res.types +
-         " capsule types at each of the " + res.cells + " grid cells:");
-      var side = Math.round(Math.sqrt(res.cells)), J = data.num_classes, maps = el("div", {"class": "ci-row"}, coupling);
-      for (var j = 0; j < J; j++) {
-        var fig = el("figure", {}, maps), cv = el("canvas", {width: side, height: side, "class": "ci-map"}, fig);
+      el("small", {}, coupling, "coupling coefficients c_ij of the last iteration, mean over the " + T +
+         " capsule types at each of the " + G + " grid cells; grey = 1/" + J + ", red up to 1/" + J + " + " +
+         spread.toFixed(3) + ", blue down to 1/" + J + " \u2212 " + spread.toFixed(3) + "; under each map: the mean c_ij");
+      var row = el("div", {"class": "ci-row"}, coupling);
+      maps.forEach(function (m, j) {
+        var fig = el("figure", {}, row), cv = el("canvas", {width: side, height: side, "class": "ci-map"}, fig);
         var ctx = cv.getContext("2d"), img = ctx.createImageData(side, side), mean = 0;
-        for (var cell = 0; cell < res.cells; cell++) {
-          var m = 0;
-          for (var t = 0; t < res.types; t++) { m += res.coupling[(t * res.cells + cell) * J + j] / res.types; }
-          mean += m / res.cells;
-          img.data[4 * cell] = img.data[4 * cell + 1] = img.data[4 * cell + 2] = Math.round(255 * m);
-          img.data[4 * cell + 3] = 255;
+        for (var cell = 0; cell < G; cell++) {
+          var x = (m[cell] - 1 / J) / spread, k = 4 * cell;                    // in [-1, 1]
+          img.data[k] = Math.round(200 + 55 * Math.max(x, 0) - 200 * Math.max(-x, 0));
+          img.data[k + 1] = Math.round(200 - 200 * Math.abs(x));
+          img.data[k + 2] = Math.round(200 + 55 * Math.max(-x, 0) - 200 * Math.max(x, 0));
+          img.data[k + 3] = 255;
+          mean += m[cell] / G;
         }
         ctx.putImageData(img, 0, 0);
-        el("figcaption", {}, fig, j + ": " + mean.toFixed(2));
-      }
+        el("figcaption", {}, fig, j + ": " + mean.toFixed(3));
+      });
     }
     loadNet.addEventListener("click", function () {
       loadNet.disabled = true; loadNet.textContent = "loading the network...";
