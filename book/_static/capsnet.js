@@ -296,7 +296,9 @@
         caps[k] += Number(s.value);
         s.nextSibling.textContent = (Number(s.value) >= 0 ? "+" : "") + Number(s.value).toFixed(2);
       });
-      show(recon, decode(state.decoder, caps, state.label));
+      var pixels = decode(state.decoder, caps, state.label);
+      show(recon, pixels);
+      if (pick.value === "drawn") { show(redrawn, pixels); }        // beside the drawing too
       length.textContent = norm(caps, 0, D).toFixed(3);
     }
     function choose() {                                // a test digit, or the reader's drawing
@@ -332,7 +334,10 @@
     var row2 = el("div", {"class": "ci-row"}, net);
     var pad = el("canvas", {"class": "ci-draw", width: 280, height: 280, title: "draw a digit here"}, row2);
     var out = el("div", {}, row2);
-    var input = el("canvas", {"class": "ci-input ci-28", width: 28, height: 28, title: "what the network reads"}, out);
+    var seen = el("div", {"class": "ci-row"}, out);
+    var input = el("canvas", {"class": "ci-input ci-28", width: 28, height: 28, title: "what the network reads"}, seen);
+    var redrawn = el("canvas", {"class": "ci-redrawn ci-28", width: 28, height: 28, title: "decoded (the sliders above move it)"}, seen);
+    el("small", {}, out, "left: what the network reads (28 \u00d7 28); right: decoded from its capsule");
     var verdict = el("p", {"class": "ci-verdict"}, out, "Draw a digit (mouse or touch), or load a sample.");
     var bars = el("div", {"class": "ci-lengths"}, out);
     var coupling = el("div", {"class": "ci-coupling"}, net);
