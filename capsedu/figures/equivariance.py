@@ -86,19 +86,20 @@ def equivariance_curves(model, images: torch.Tensor, labels: torch.Tensor, kind:
     out = {k: [] for k in CURVES}
     for start in range(0, len(x), batch_size):
         xb, yb = x[start:start + batch_size].to(device), labels[start:start + batch_size].to(device)
-        own0, _, maps0, pooled0 = _features(model, transform_digits(xb, kind, neutral), yb)
-        own1, _, _, pooled1 = _features(model, transform_digits(xb, kind, reference), yb)
+        seen = {a: _features(model, transform_digits(xb, kind, a), yb) for a in (neutral, reference)}
+        own0, _, maps0, pooled0 = seen[neutral]
+        own1, _, _, pooled1 = seen[reference]
         rows = {k: [] for k in CURVES}
-        for amount in amounts:
-            own, lengths, maps, pooled = _features(model, transform_digits(xb, kind, amount), yb)
+        for amount in amounts:  # the two seen already are not computed twice
+            own, lengths, maps, pooled = seen.get(amount) or _features(model, transform_digits(xb, kind, amount), yb)
             rows["length"].append(safe_norm(own, dim=-1))
             rows["cosine"].append(F.cosine_similarity(own, own0, dim=-1))
             rows["correct"].append((lengths.argmax(dim=1) == yb).float())
             rows["pooled_ratio"].append(safe_norm(pooled, dim=-1) / safe_norm(pooled0, dim=-1))
             rows["pooled_cosine"].append(F.cosine_similarity(pooled, pooled0, dim=-1))
             rows["map_cosine"].append(F.cosine_similarity(maps, maps0, dim=-1))
-            for name, now, start, step in (("drift", own, own0, own1), ("pooled_drift", pooled, pooled0, pooled1)):
-                drift = F.cosine_similarity(now - start, step - start, dim=-1)
+            for name, now, base, step in (("drift", own, own0, own1), ("pooled_drift", pooled, pooled0, pooled1)):
+                drift = F.cosine_similarity(now - base, step - base, dim=-1)
                 rows[name].append(drift if amount != neutral else torch.full_like(drift, math.nan))
         for k, v in rows.items():
             out[k].append(torch.stack(v).cpu())                     # (A, B)
