@@ -24,10 +24,13 @@ def blobs(n=6, seed=1):
     return x, torch.arange(n) % 10
 
 
-@pytest.mark.parametrize("kind, neutral", [("shift", 0), ("rotate", 0.0), ("scale", 1.0)])
-def test_the_untransformed_amount_leaves_images_unchanged(kind, neutral):
+def test_no_shift_is_exact_and_no_rotation_is_no_scaling():
     x, _ = blobs()
-    assert torch.allclose(transform_digits(x, kind, neutral), x, atol=1e-5)
+    assert torch.allclose(transform_digits(x, "shift", 0), x, atol=1e-5)
+    still = transform_digits(x, "rotate", 0.0)                          # resampled finely: softened, not moved
+    assert torch.allclose(still, transform_digits(x, "scale", 1.0), atol=1e-6)
+    assert torch.allclose(still.sum(dim=(-2, -1)), x.sum(dim=(-2, -1)), rtol=1e-4)  # no ink lost
+    assert 0 < (still - x).abs().max() < 0.5
 
 
 def test_whole_pixel_shifts_copy_pixels_like_the_data_shift():
@@ -39,7 +42,16 @@ def test_whole_pixel_shifts_copy_pixels_like_the_data_shift():
 
 def test_a_quarter_turn_is_anticlockwise_and_exact():
     x, _ = blobs()
-    assert torch.allclose(transform_digits(x, "rotate", 90), torch.rot90(x, 1, dims=(-2, -1)), atol=1e-5)
+    still = transform_digits(x, "rotate", 0.0)
+    assert torch.allclose(transform_digits(x, "rotate", 90), torch.rot90(still, 1, dims=(-2, -1)), atol=1e-5)
+
+
+def test_rotations_soften_the_strokes_as_much_as_no_rotation():
+    x, _ = blobs()
+    sharpness = lambda im: im.pow(2).sum(dim=(-2, -1)).flatten()       # falls as interpolation blurs
+    still = sharpness(transform_digits(x, "rotate", 0.0))
+    for degrees in (5, 10, 30):
+        assert torch.allclose(sharpness(transform_digits(x, "rotate", degrees)), still, rtol=0.06)
 
 
 def test_scaling_up_spreads_the_ink_away_from_the_centre():

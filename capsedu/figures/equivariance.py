@@ -2,7 +2,10 @@
 
 - ``transform_digits(images, kind, amount)``: every digit shifted right by ``amount`` pixels,
   rotated anticlockwise by ``amount`` degrees, or scaled by the factor ``amount``, about the
-  image centre (one ``affine_grid`` + ``grid_sample``, zero filled).
+  image centre (one ``affine_grid`` + ``grid_sample``, zero filled). Rotations and scalings are
+  resampled at 4x the resolution and averaged back, so that every amount, 0 included, softens the
+  strokes alike: interpolating at 28 x 28 blurs a rotated digit but not the untransformed one, a
+  difference that first-layer features register as if it were part of the transformation.
 - ``equivariance_curves(model, images, labels, kind, amounts)``: per amount and digit, the length
   of the capsule of the digit's class and the cosine of its pose to the untransformed pose, and
   the same two for the CapsNet's own conv1 features: globally average-pooled (a pooled CNN
@@ -25,9 +28,10 @@ import torch.nn.functional as F
 from capsedu.core.squashing import safe_norm
 from capsedu.figures.frames import capsnet_images
 
-__all__ = ["KINDS", "transform_digits", "equivariance_curves", "CURVES"]
+__all__ = ["KINDS", "SUPERSAMPLE", "transform_digits", "equivariance_curves", "CURVES"]
 
 KINDS = {"shift": "pixels to the right", "rotate": "degrees anticlockwise", "scale": "times the size"}
+SUPERSAMPLE = 4     # rotations and scalings are resampled on a grid this many times finer
 CURVES = ("length", "cosine", "drift", "correct", "pooled_ratio", "pooled_cosine", "pooled_drift", "map_cosine")
 
 
@@ -50,9 +54,12 @@ def transform_digits(images: torch.Tensor, kind: str, amount: float) -> torch.Te
         raise ValueError(f"amount must be a finite number{' > 0' if kind == 'scale' else ''}, got {amount!r}")
     if not isinstance(images, torch.Tensor) or images.dim() != 4 or not images.is_floating_point():
         raise ValueError(f"images must be float images (N, C, H, W), got {getattr(images, 'shape', type(images))}")
-    theta = _theta(kind, float(amount), images.shape[-1]).to(images)     # (2, 3)
-    grid = F.affine_grid(theta.expand(len(images), 2, 3), list(images.shape), align_corners=False)
-    return F.grid_sample(images, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
+    theta = _theta(kind, float(amount), images.shape[-1]).to(images)     # (2, 3), independent of resolution
+    fine = images if kind == "shift" else F.interpolate(images, scale_factor=SUPERSAMPLE, mode="bilinear",
+                                                        align_corners=False)  # (N, C, 4H, 4W)
+    grid = F.affine_grid(theta.expand(len(images), 2, 3), list(fine.shape), align_corners=False)
+    out = F.grid_sample(fine, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
+    return out if kind == "shift" else F.avg_pool2d(out, SUPERSAMPLE)    # (N, C, H, W)
 
 
 def _features(model, x: torch.Tensor, labels: torch.Tensor):
