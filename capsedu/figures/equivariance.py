@@ -2,10 +2,11 @@
 
 - ``transform_digits(images, kind, amount)``: every digit shifted right by ``amount`` pixels,
   rotated anticlockwise by ``amount`` degrees, or scaled by the factor ``amount``, about the
-  image centre (one ``affine_grid`` + ``grid_sample``, zero filled). Rotations and scalings are
-  resampled at 4x the resolution and averaged back, so that every amount, 0 included, softens the
-  strokes alike: interpolating at 28 x 28 blurs a rotated digit but not the untransformed one, a
-  difference that first-layer features register as if it were part of the transformation.
+  image centre (one ``affine_grid`` + ``grid_sample``, zero filled; whole-pixel shifts copy pixels
+  exactly). Rotations and scalings are resampled at 4x the resolution and averaged back, so that
+  every amount, 0 included, softens the strokes alike: interpolating at 28 x 28 blurs a rotated
+  digit but not the untransformed one, a difference that first-layer features register as if it
+  were part of the transformation.
 - ``equivariance_curves(model, images, labels, kind, amounts)``: per amount and digit, the length
   of the capsule of the digit's class and the cosine of its pose to the untransformed pose, and
   the same two for the CapsNet's own conv1 features: globally average-pooled (a pooled CNN
@@ -66,7 +67,7 @@ def _features(model, x: torch.Tensor, labels: torch.Tensor):
     """Digit capsule of each label (B, 16), all lengths (B, 10), conv1 maps (B, 256*20*20), pooled (B, 256)."""
     maps = F.relu(model.conv1(x))                                   # (B, 256, 20, 20)
     digits = model.digits(model.primary(maps))                      # (B, 10, 16)
-    own = digits[torch.arange(len(x)), labels]                      # (B, 16)
+    own = digits[torch.arange(len(x), device=x.device), labels]     # (B, 16)
     return own, safe_norm(digits, dim=-1), maps.flatten(1), maps.mean(dim=(2, 3))
 
 
