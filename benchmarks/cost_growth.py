@@ -15,16 +15,19 @@ Memory, measured three ways where they exist:
   allocator's own count, to check the two estimates above against.
 
 Times are medians of interleaved rounds (readable and fast in turn) after a warm-up call that
-also compiles the fast path's routing; on a loaded CPU read the ratios and the growth, not
-the absolute seconds. The load average is stored with the result.
+also compiles the fast path's routing. On a CPU the script runs one thread and reports the
+process's CPU seconds per step beside the wall seconds: on a machine shared with other work
+the wall time measures the machine's load as much as the step, the CPU time mostly the step.
+The load average is stored with the result; read the growth and the ratios, not absolute speed.
 
-    python benchmarks/cost_growth.py [--batch 4] [--rounds 2] [--device cpu]
+    python benchmarks/cost_growth.py [--batch 4] [--rounds 3] [--device cpu]
 """
 import argparse
 import ctypes
 import ctypes.util
 import json
 import os
+import statistics
 import sys
 import time
 
@@ -40,7 +43,7 @@ from capsedu.speed import bench
 from capsedu.speed.fast import accelerate
 
 SIZES = (28, 36, 40, 56)
-ITERATIONS = (1, 2, 3, 4, 5)
+ITERATIONS = (1, 3, 5)
 BATCHES = (2, 4, 8, 16)
 _M_MMAP_THRESHOLD = -3  # glibc's malloc.h
 
@@ -94,7 +97,15 @@ def measure(size, iterations, batch, digits, labels, amp, rounds, device, rss):
     amps = {"readable": "off", "fast": amp}
     steps = {k: bench.train_step(m, x, y, amp=amps[k]) for k, m in models.items()}
     t0 = time.perf_counter()
-    times = bench.medians(bench.interleaved(steps, rounds=rounds, calls=1, device=device))
+    wall, cpu = {k: [] for k in steps}, {k: [] for k in steps}
+    for step in steps.values():
+        step()  # warm-up; the fast path compiles here
+    for _ in range(rounds):
+        for k, step in steps.items():
+            c0, w0 = time.process_time(), time.perf_counter()
+            bench.median_seconds(step, repeats=1, warmup=0, device=device)  # synchronised on CUDA
+            cpu[k].append(time.process_time() - c0)
+            wall[k].append(time.perf_counter() - w0)
     row = {"image_px": size, "primary_capsules": models["readable"].config.num_primary,
            "iterations": iterations, "batch": batch, "seconds_measuring": round(time.perf_counter() - t0, 1)}
     for k, m in models.items():
@@ -102,25 +113,31 @@ def measure(size, iterations, batch, digits, labels, amp, rounds, device, rss):
             with autocast(amps[k], device):
                 _, lengths, rec = m(x, y)
                 return margin_loss(lengths, y) + reconstruction_loss(rec, x)
-        row[k] = {"step_seconds": times[k], "amp": amps[k],
-                  "graph_bytes": bench.saved_tensor_bytes(forward, exclude=[x]),
+        row[k] = {"step_seconds": statistics.median(wall[k]), "step_cpu_seconds": statistics.median(cpu[k]),
+                  "amp": amps[k],
+                  # the batch's share: the input and the weights (saved as they are) not counted
+                  "graph_bytes": bench.saved_tensor_bytes(forward, exclude=[x, *m.parameters()]),
                   "state_bytes": 4 * sum(p.numel() * p.element_size() for p in m.parameters())}
-        if rss:
+        if rss and rss_tracking():  # set again: compiling the fast path can change glibc's settings
             row[k]["peak_rss_extra_bytes"] = peak_rss_extra(steps[k])
         if device.type == "cuda":
             row[k]["cuda_peak_bytes"] = cuda_peak(steps[k], device)
+    print(f"{size} px, r = {iterations}, batch {batch}: " + ", ".join(
+        f"{k} {row[k]['step_cpu_seconds']:.2f} s CPU" for k in models), file=sys.stderr, flush=True)  # progress
     return row
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--batch", type=int, default=4, help="batch of the input-size and iteration sweeps")
-    p.add_argument("--rounds", type=int, default=2, help="interleaved timing rounds; the median is reported")
+    p.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds; the median is reported")
     p.add_argument("--device", default="cpu")
     a = p.parse_args(argv)
     device = resolve_device(a.device)
     amp = resolve_amp("auto", device)
     rss = device.type == "cpu" and rss_tracking()
+    if device.type == "cpu":
+        torch.set_num_threads(1)  # CPU seconds then count one thread's work, not OpenMP's spinning
     torch.manual_seed(0)
     data = load_dataset("mnist", source="sample", device=device, verbose=False)
     digits, labels = data.x_train[:max(BATCHES + (a.batch,))], data.y_train[:max(BATCHES + (a.batch,))]
