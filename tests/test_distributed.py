@@ -1,9 +1,9 @@
 """torchrun: two processes (gloo, CPU) train the same run as one process at the same global batch.
 
 This file is also the worker that torchrun starts: ``torchrun --nproc_per_node 2
-tests/test_distributed.py OUT EPOCHS`` trains a tiny CapsNet on the first 45 sample digits
-(batch 16: the last batch of 13 splits 6 + 7, so the share weighting is exercised) and
-rank 0 writes the final weights to OUT.
+tests/test_distributed.py FOLDER`` trains a tiny CapsNet on the first 45 sample digits (batch
+16: the last batch of 13 splits 6 + 7, so the share weighting is exercised) for one epoch,
+keeps that checkpoint aside, resumes for a second epoch, and rank 0 writes the final weights.
 
 Tolerance. Summing the two ranks' weighted gradients gives the global batch's gradient up to
 float32 rounding in another order of additions (relative ~1e-7 per element and step). Adam
@@ -57,13 +57,15 @@ def distance(a, b, init):
     return ((flat(a) - flat(b)).norm() / (flat(b) - flat(init)).norm()).item()
 
 
-def torchrun(tmp_path, epochs, checkpoint=""):
-    out = tmp_path / "weights.pt"
+@pytest.fixture(scope="module")
+def two_processes(tmp_path_factory):
+    """One torchrun of 2 processes: epoch 1 (its checkpoint kept aside), then epoch 2 resumed from it."""
+    folder = tmp_path_factory.mktemp("torchrun")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
-    done = subprocess.run([TORCHRUN, "--nproc_per_node", "2", "--standalone", __file__, str(out),
-                           str(epochs), checkpoint], env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run([TORCHRUN, "--nproc_per_node", "2", "--standalone", __file__, str(folder)],
+                          env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
-    return torch.load(out)
+    return {"final": torch.load(folder / "weights.pt"), "epoch1": folder / "epoch1.pt"}
 
 
 @pytest.fixture(scope="module")
@@ -74,16 +76,16 @@ def single():
     return {"init": init, "one": train(2), "other_order": train(2, seed=1)}
 
 
-def test_two_processes_match_one_at_the_same_global_batch(tmp_path, single):
-    both, one, init = torchrun(tmp_path, 2), single["one"], single["init"]
+def test_two_processes_match_one_at_the_same_global_batch(two_processes, single):
+    both, one, init = two_processes["final"], single["one"], single["init"]
     assert (flat(one) - flat(init)).norm() > 1e-2                      # the run trained
     assert distance(both, one, init) <= 1e-4                           # the same run, to float error
     assert distance(single["other_order"], one, init) > 1e-2           # another data order is not
 
 
-def test_a_two_process_checkpoint_resumes_in_one_process(tmp_path, single):
+def test_a_two_process_checkpoint_resumes_in_one_process(tmp_path, two_processes, single):
     ckpt = tmp_path / "checkpoint.pt"
-    torchrun(tmp_path, 1, str(ckpt))
+    shutil.copy(two_processes["epoch1"], ckpt)
     assert torch.load(ckpt, weights_only=False)["meta"]["processes"] == 2
     resumed = train(2, checkpoint=str(ckpt))                           # epoch 2 in this one process
     assert distance(resumed, single["one"], single["init"]) <= 1e-4
@@ -96,10 +98,16 @@ def test_a_shard_is_a_contiguous_share_and_the_shares_cover_the_batch():
     assert torch.equal(torch.cat([p[1] for p in parts]), y)
 
 
-if __name__ == "__main__":  # the worker torchrun starts
+if __name__ == "__main__":  # the worker torchrun starts: python tests/test_distributed.py FOLDER
     torch.set_num_threads(1)
     start_from_env(torch.device("cpu"))
-    state = train(int(sys.argv[2]), checkpoint=sys.argv[3] or None)
+    folder = Path(sys.argv[1])
+    train(1, checkpoint=str(folder / "checkpoint.pt"))
+    torch.distributed.barrier()  # rank 0 has written epoch 1's checkpoint
     if torch.distributed.get_rank() == 0:
-        torch.save(state, sys.argv[1])
+        shutil.copy(folder / "checkpoint.pt", folder / "epoch1.pt")
+    torch.distributed.barrier()
+    state = train(2, checkpoint=str(folder / "checkpoint.pt"))  # resumes at epoch 2, in 2 processes
+    if torch.distributed.get_rank() == 0:
+        torch.save(state, folder / "weights.pt")
     stop()
