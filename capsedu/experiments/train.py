@@ -58,6 +58,7 @@ def cmd_train(args) -> int:
     from capsedu.runtime.files import remove_stale_tmp
     from capsedu.runtime.lock import OutputLock
     from capsedu.runtime.results import command_line, provenance
+    from capsedu.training.distributed import is_main, start_from_env, stop, world_size
     from capsedu.training.evaluation import evaluate
     from capsedu.training.loop import fit
 
@@ -67,9 +68,10 @@ def cmd_train(args) -> int:
     out = Path(args.out)
     ckpt = out / "checkpoint.pt"
     _check_out_folder(out, ("checkpoint.pt", "metrics.json"))  # nothing is created or removed until the run
-    device = resolve_device(args.device)
+    device = start_from_env(resolve_device(args.device))      # under torchrun: join its processes (gloo / NCCL)
+    main = is_main()                                            # rank 0 alone locks, writes and prints
     resolve_amp(args.amp, device)                               # an --amp this device lacks: an error now
-    data = load_dataset(args.dataset, args.source, device=device, root=args.root, verbose=True)
+    data = load_dataset(args.dataset, args.source, device=device, root=args.root, verbose=main)
     if args.limit is not None and args.limit < len(data.y_train):
         data = dataclasses.replace(data, x_train=data.x_train[:args.limit], y_train=data.y_train[:args.limit])
     torch.manual_seed(args.seed)  # the initial weights
@@ -77,21 +79,22 @@ def cmd_train(args) -> int:
     if args.fast:
         from capsedu.speed.fast import accelerate
         accelerate(model)
-    created = [p for p in (out.absolute(), *out.absolute().parents) if not p.exists()]  # deepest first
+    created = [p for p in (out.absolute(), *out.absolute().parents) if not p.exists() and main]  # deepest first
     out.mkdir(parents=True, exist_ok=True)                      # the arguments are valid: the run starts
     lock = OutputLock(out)                                      # one writer of --out (a lock file beside it)
     # On a CPU, glibc keeps freed memory while training (faster steps; capsedu.runtime.allocator), its defaults after.
     kept = kept_freed_memory() if device.type == "cpu" else contextlib.nullcontext()
     try:
-        lock.acquire()
-        remove_stale_tmp(out / "metrics.json")                  # left by a killed run (fit clears the checkpoint's)
-        if ckpt.exists():
+        if main:
+            lock.acquire()
+            remove_stale_tmp(out / "metrics.json")              # left by a killed run (fit clears the checkpoint's)
+        if ckpt.exists() and main:
             print(f"capsedu: {ckpt} is replaced after the first new epoch (--fresh)" if args.fresh
                   else f"capsedu: resuming from {ckpt} (--fresh starts over)")
         with kept:
             history = fit(model, data, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, device=device,
                           amp=args.amp, compile=args.compile, checkpoint=str(ckpt), seed=args.seed,
-                          shift=args.shift, progress=not args.no_progress, resume=not args.fresh)
+                          shift=args.shift, progress=main and not args.no_progress, resume=not args.fresh)
     except CheckpointError as err:  # the resume rule's words: the settings that differ, and --fresh
         lock.release()
         raise CheckpointError(f"{err}; or pass --fresh to start over") from None
@@ -102,12 +105,15 @@ def cmd_train(args) -> int:
         for folder in created:
             if folder.is_dir() and not any(folder.iterdir()):
                 folder.rmdir()
+    if not main:
+        stop()
+        return 0
     test_acc = history[-1]["test_acc"]
     if test_acc is None:
         test_acc = evaluate(model, data.x_test, data.y_test)["accuracy"]
     metrics = {
         **provenance(command_line(args.argv), str(device)),
-        "seconds": round(time.time() - start, 3),
+        "seconds": round(time.time() - start, 3), "processes": world_size(),
         "train_seconds": round(sum(history["seconds"]), 3),
         "device": str(device), "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
         "dataset": {"name": data.name, "source": data.source, "train": len(data.y_train), "test": len(data.y_test)},
@@ -117,6 +123,7 @@ def cmd_train(args) -> int:
     _write_json(metrics, out / "metrics.json")
     lock.release()
     print(f"capsedu: test accuracy {test_acc:.4f} after {len(history)} epochs; wrote {ckpt} and {out / 'metrics.json'}")
+    stop()
     return 0
 
 

@@ -38,17 +38,9 @@ from capsedu.runtime.checkpoints import (
 )
 from capsedu.runtime.device import autocast, grad_scaler, resolve_amp, resolve_device
 from capsedu.runtime.files import remove_stale_tmp
-from capsedu.training.evaluation import (
-    count_correct,
-    evaluate,
-    float_targets,
-)
-from capsedu.training.objectives import (
-    LOSSES,
-    cross_entropy_loss,
-    spread_loss,
-    spread_margin,
-)
+from capsedu.training.distributed import data_parallel, is_main
+from capsedu.training.evaluation import count_correct, evaluate, float_targets
+from capsedu.training.objectives import LOSSES, cross_entropy_loss, spread_loss, spread_margin
 
 __all__ = ["fit", "start_run", "train_epoch", "epoch_record", "checkpoint_state", "Run", "History"]
 
@@ -123,6 +115,7 @@ class Run:
     start: int                        # the first epoch still to train
     step: int                         # optimiser steps so far
     total_steps: int = 1              # optimiser steps of the whole run (the spread loss's margin grows over it)
+    shard: Optional[object] = None    # under torchrun: this process's share of each batch (training.distributed)
 
 
 def start_run(model, data, epochs: int, batch_size: int = 128, lr: float = 1e-3, lr_decay: float = 0.96,
@@ -172,6 +165,7 @@ def start_run(model, data, epochs: int, batch_size: int = 128, lr: float = 1e-3,
         run.history.epochs, run.start = list(ckpt["history"]), ckpt["epoch"] + 1
     run.step = scheduler.last_epoch  # the scheduler counts optimiser steps
     run.total_steps = max(1, epochs * math.ceil(n / batch_size))
+    run.net, run.shard = data_parallel(run)
     return run
 
 
@@ -240,16 +234,19 @@ def train_epoch(run: Run, epoch: int, on_progress: Optional[Callable[[float, Dic
         xb, yb, tb = run.x_train[idx], run.y_train[idx], run.t_train[idx]
         if meta["shift"]:
             xb = random_shift(xb, meta["shift"], generator=run.generator)
+        xb, yb, tb, share = run.shard(xb, yb, tb) if run.shard else (xb, yb, tb, 1.0)  # after the global batch's draws
         with autocast(run.amp, run.device):
             scores, margin, recon = _losses(run.net, xb, tb, meta["loss"], meta["margin_lam"], meta["recon_weight"],
                                             run.step / run.total_steps)
-        total = margin + recon
+        total = (margin + recon) * share  # share < 1 only under torchrun, whose gradients are summed
         _optimiser_step(run, total)
         # Record on the device; read back every `sync_every` steps (each read waits for the GPU).
-        window[filled] = torch.stack([total.detach(), margin.detach(), recon.detach(),
+        window[filled] = torch.stack([total.detach(), margin.detach() * share, recon.detach() * share,
                                       count_correct(scores.detach(), yb).float()])
         filled += 1
         if filled == sync_every or b == steps - 1:
+            if run.shard:
+                run.shard.reduce(window[:filled])
             for k, row in enumerate(window[:filled].tolist()):
                 if not math.isfinite(row[0]):
                     bad = run.step - filled + k + 1
@@ -345,6 +342,6 @@ def fit(model, data, epochs: int, batch_size: int = 128, lr: float = 1e-3, lr_de
                 run.history.epochs[-1].update(on_epoch_end(epoch, model) or {})
                 model.train()
             bar.set_postfix(shown)
-            if checkpoint is not None:
+            if checkpoint is not None and is_main():
                 save_atomic(checkpoint_state(run, epoch), checkpoint)
     return run.history
