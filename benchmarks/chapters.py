@@ -4,6 +4,10 @@ quick-mode runs stored under results/, and gpu_check.sh stores a gpu-mode run).
 
     python benchmarks/chapters.py --mode quick                      # the book build's budget
     python benchmarks/chapters.py --mode gpu book/05_training.ipynb # one chapter
+    python benchmarks/chapters.py --mode quick --out benchmarks/results/chapters-cpu-DATE.json
+
+With --out the file is rewritten after every chapter ("complete": false until the last), so a
+run stopped half-way still leaves the chapters it measured.
 """
 import argparse
 import json
@@ -55,26 +59,33 @@ def main(argv=None):
     p.add_argument("notebooks", nargs="*", help="default: every chapter in book/")
     p.add_argument("--mode", required=True, choices=capsedu.MODES)
     p.add_argument("--timeout", type=int, default=900, help="seconds per cell")
+    p.add_argument("--out", type=Path, help="also write the JSON here, after every chapter")
+    p.add_argument("--note", default="", help="stored as is, e.g. what else the machine was running")
     a = p.parse_args(argv)
     os.environ["CAPSEDU_MODE"] = a.mode  # the kernels inherit it
     paths = [Path(n).resolve() for n in a.notebooks] or sorted((ROOT / "book").glob("[0-9]*.ipynb"))
     device = resolve_device("auto")
     load_before = os.getloadavg()[0]
-    chapters = []
+    command = "python benchmarks/chapters.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    chapters, result = [], {}
     for path in paths:
         print(f"chapters.py: {path.name} in {a.mode} mode ...", file=sys.stderr, flush=True)
+        load = os.getloadavg()[0]
         chapters.append(run_chapter(path, a.timeout))
+        # the load other work put on the machine while this chapter ran
+        chapters[-1]["load_average_1min_before_after"] = [load, os.getloadavg()[0]]
         print(f"chapters.py: {path.name} {chapters[-1]['seconds']:.0f} s, ok: {chapters[-1]['ok']}",
               file=sys.stderr, flush=True)
-    result = {
-        "benchmark": "chapters",
-        **provenance("python benchmarks/chapters.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-                     str(device)),
-        "mode": a.mode, "device": str(device), "amp_auto": resolve_amp("auto", device),
-        "total_seconds": round(sum(c["seconds"] for c in chapters), 1),
-        "load_average_1min_before_after": [load_before, os.getloadavg()[0]],  # other work on the machine
-        "chapters": chapters,
-    }
+        result = {
+            "benchmark": "chapters", **provenance(command, str(device)),
+            "mode": a.mode, "device": str(device), "amp_auto": resolve_amp("auto", device),
+            "note": a.note, "complete": len(chapters) == len(paths),
+            "total_seconds": round(sum(c["seconds"] for c in chapters), 1),
+            "load_average_1min_before_after": [load_before, os.getloadavg()[0]],  # other work on the machine
+            "chapters": chapters,
+        }
+        if a.out:
+            a.out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
     return 0 if all(c["ok"] for c in chapters) else 1
 

@@ -61,3 +61,16 @@ def current_mode() -> str:
 def by_mode(*, smoke, quick, gpu, full):
     """The value for the current mode, e.g. ``epochs = by_mode(smoke=1, quick=2, gpu=4, full=30)``."""
     return {"smoke": smoke, "quick": quick, "gpu": gpu, "full": full}[current_mode()]
+
+
+# The one mode table: chapter 0 renders it, book/intro.md repeats it (tests/test_mode_table.py
+# checks the copy), and the docstring above summarises it. Rows: mode, for, data, budget per chapter.
+MODE_TABLE = (
+    ("smoke", "the notebook tests: every code path", "a few dozen sample digits, a few steps", "seconds"),
+    ("quick", "a 2-core CPU without network; the book build", "the 10,000 MNIST digits embedded in capsedu",
+     "about 3 min on 2 CPU cores"),
+    ("gpu", "a GPU runtime such as Colab's T4", "all of MNIST where it downloads, else the embedded digits",
+     "about 5 min on a T4"),
+    ("full", "opt-in: budgets close to the published runs", "all of MNIST", "10-30 min on a T4 (estimated)"),
+)
+MODE_UNSET = "`gpu` where a CUDA or MPS device is present, else `quick`"  # what current_mode() returns unset
