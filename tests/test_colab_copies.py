@@ -115,3 +115,11 @@ def test_the_build_glue_store_is_read(tmp_path):
                                metadata={"scrapbook": {"name": "b", "mime_prefix": "application/papermill.record/"}})])])
     nbformat.write(nb, tmp_path / "08_y.ipynb")
     assert copies.glued_values(tmp_path / "08_y.ipynb") == {"b": "2"}
+
+
+def test_the_colab_buttons_open_the_branch_the_workflow_writes():
+    config = (ROOT / "_config.yml").read_text()
+    branch = re.search(r"^repository:\s*\n(?:\s+.*\n)*?\s+branch:\s*(\S+)", config, re.M).group(1)
+    workflow = (ROOT / ".github" / "workflows" / "book.yml").read_text()
+    assert "scripts/colab_copies.py --built _build/jupyter_execute/book --out _build/colab/book" in workflow
+    assert f"git init -q -b {branch}" in workflow and f'.git" {branch}' in workflow, branch
