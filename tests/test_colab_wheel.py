@@ -32,7 +32,8 @@ COLAB_EXTRAS = ["ipywidgets==7.7.1", "ipykernel"]  # Colab's widget stack, and t
 NO_NETWORK = "http://127.0.0.1:9"  # the discard port: every download through it fails at once
 # Chapters that read stored runs, and what they print when a stored run is shown or is missing.
 STORED_CHAPTERS = ("07_two_digits", "09_paper_experiments", "10_after_routing")
-FALLBACKS = ("showing the live preview instead", "the live preview stands in", "could not download")
+FALLBACKS = ("showing the live preview instead", "the live preview stands in", "could not download",
+             "stored weights are not available")
 
 pytestmark = pytest.mark.colab_wheel
 
