@@ -34,9 +34,10 @@ from colab_markdown import Bibliography, convert, escape_markdown, format_glued 
 ROOT = Path(__file__).resolve().parents[1]
 BOOK = ROOT / "book"
 BUILT = ROOT / "_build" / "jupyter_execute" / "book"
-NOTE = ("*This is the book's chapter as a notebook ({page}). The numbers quoted in the text are those "
-        "of the book's build ({build}); the cells print your own run's, which differ with the mode "
-        "and the machine.*")
+NOTE = "*This is the book's chapter as a notebook ({page}). {numbers}*"
+BUILT_NUMBERS = ("The numbers quoted in the text are those of the book's build (quick mode, on a CPU); the "
+                 "cells print your own run's, which differ with the mode and the machine.")
+POINTERS = "Where the text quotes a computed number, a bracket names the code cell that computes it."
 
 
 def pages_url() -> str:
@@ -119,8 +120,7 @@ def colab_copy(source: Path, built: Optional[Path], bib: Bibliography):
             cell.source = convert(cell.source, bib, doc_link, glued, cited)
     first = next(c for c in nb.cells if c.cell_type == "markdown")
     page = f"[rendered page]({pages_url()}book/{source.stem}.html)"
-    build = "quick mode, on a CPU" if values else "none was read: pointers name the cells that compute them"
-    first.source += "\n\n" + NOTE.format(page=page, build=build)
+    first.source += "\n\n" + NOTE.format(page=page, numbers=BUILT_NUMBERS if values else POINTERS)
     if cited:
         nb.cells.append(nbformat.v4.new_markdown_cell(bib.section(cited), id="colab-references"))
     return nb
