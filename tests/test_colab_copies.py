@@ -123,3 +123,13 @@ def test_the_colab_buttons_open_the_branch_the_workflow_writes():
     workflow = (ROOT / ".github" / "workflows" / "book.yml").read_text()
     assert "scripts/colab_copies.py --built _build/jupyter_execute/book --out _build/colab/book" in workflow
     assert f"git init -q -b {branch}" in workflow and f'.git" {branch}' in workflow, branch
+
+
+def test_the_sources_are_saved_with_cell_ids():
+    """nbformat 4.5 ids in every cell, unique per notebook: without them every build warns
+    (MissingIDFieldWarning) and a front end invents new ones on each save."""
+    for path in copies.chapters():
+        nb = json.loads(path.read_text())
+        ids = [c.get("id") for c in nb["cells"]]
+        assert (nb["nbformat"], nb["nbformat_minor"]) >= (4, 5) and None not in ids, path.name
+        assert len(set(ids)) == len(ids), f"{path.name}: duplicate cell ids"
