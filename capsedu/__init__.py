@@ -33,9 +33,10 @@ import os
 
 __version__ = "0.2.0"
 
-# The one place for the repository and the revision the notebooks install in Colab (their
-# first cell repeats both; tests/test_colab_install.py checks the copies, and
-# scripts/colab_cell.py rewrites them). REVISION is the release tag of this version.
+# The one place for the version (pyproject.toml reads it), the repository, and the release the
+# notebooks install in Colab (their first cell repeats the URL and the version;
+# tests/test_colab_install.py checks the copies, scripts/colab_cell.py rewrites them).
+# REVISION is the release tag of this version, the first cell's fallback to the package index.
 REPO_URL = "https://github.com/capsedu/capsedu"
 REVISION = f"v{__version__}"
 

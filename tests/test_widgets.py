@@ -49,6 +49,14 @@ def explorer(model, images):
     return perturbation_explorer(model, images)
 
 
+@pytest.fixture
+def twin_resolution(monkeypatch):
+    """Live widgets drawn at the twins' resolution (they draw at twice it), so pixels compare."""
+    import capsedu.figures.plots as plots
+    import capsedu.figures.widgets as widgets
+    monkeypatch.setattr(widgets, "LIVE_DPI", plots.DPI)
+
+
 def decoder_input(model, run):
     """The tensor the decoder's first layer receives while ``run()`` executes."""
     seen = []
@@ -157,7 +165,7 @@ def test_squash_explorer_slider_and_checkboxes():
 
 
 # ---------------------------------------------------------------- twins vs live
-def test_squash_twin_frames_are_the_live_widget_pixels():
+def test_squash_twin_frames_are_the_live_widget_pixels(twin_resolution):
     twin, live = squash_twin(), squash_explorer()
     sets = list(SQUASH_TWIN_SETS)
     for ki, si in ((0, 0), (3, 1), (6, 2)):
@@ -168,7 +176,7 @@ def test_squash_twin_frames_are_the_live_widget_pixels():
         assert np.allclose(twin.data[(ki, si)]["curves"]["squash"], live.plot.state["curves"]["squash"])
 
 
-def test_routing_twin_frames_are_the_live_widget_pixels(model, images):
+def test_routing_twin_frames_are_the_live_widget_pixels(model, images, twin_resolution):
     twin, live = routing_twin(model, images[0], iterations=4), routing_explorer(model, images)
     live.r.value = 4
     for m, mode in enumerate(("hinton", "su")):

@@ -24,6 +24,7 @@ from capsedu.figures.frames import (
     toy_predictions,
 )
 from capsedu.figures.plots import (
+    DPI,
     VARIANT_LABELS,
     PerturbationPlot,
     RoutingPlot,
@@ -32,13 +33,28 @@ from capsedu.figures.plots import (
 
 __all__ = ["squash_explorer", "routing_explorer", "perturbation_explorer"]
 
+# A notebook's output area is about 950 px wide (Colab, Jupyter). The plots render at twice the
+# twins' resolution and show at most OUTPUT_PX wide, never wider than their inches at 72 px each:
+# sharp on any screen, and never stretched (a VBox otherwise stretches its Image to its full width).
+LIVE_DPI = 2 * DPI
+OUTPUT_PX = 940
+LABEL_STYLE = {"description_width": "100px"}  # the longest label, "show iteration", needs 93 px
+
+
+def image_width(plot) -> str:
+    """The CSS width the plot's PNG is shown at: its size at 72 px an inch, capped to the output area."""
+    return f"{min(OUTPUT_PX, round(plot.fig.get_figwidth() * 72))}px"
+
 
 # ---------------------------------------------------------------- live widgets
 class _Explorer(W.VBox):
     """Controls above an Image; ``redraw()`` renders the plot into the Image."""
 
     def _setup(self, plot, controls):
-        self.plot, self.image = plot, W.Image(format="png")
+        plot.fig.set_dpi(LIVE_DPI)
+        self.layout.max_width = f"{OUTPUT_PX}px"
+        self.plot = plot
+        self.image = W.Image(format="png", layout=W.Layout(width=image_width(plot), height="auto"))
         self.children = [*controls, self.image]
         self.redraw()
 
@@ -75,14 +91,15 @@ class RoutingExplorer(_Explorer):
         self.model, self.images = model, images
         self._cache = {}
         self.mode = W.ToggleButtons(options=[("Hinton", "hinton"), ("Su", "su")], value="hinton",
-                                    description="update")
-        self.r = W.IntSlider(value=min(3, max_iterations), min=1, max=max_iterations, description="iterations r")
-        self.t = W.IntSlider(value=1, min=1, max=self.r.value, description="show iteration")
+                                    description="update", style=LABEL_STYLE)
+        self.r = W.IntSlider(value=min(3, max_iterations), min=1, max=max_iterations, description="iterations r",
+                             style=LABEL_STYLE)
+        self.t = W.IntSlider(value=1, min=1, max=self.r.value, description="show iteration", style=LABEL_STYLE)
         controls = [W.HBox([self.mode]), W.HBox([self.r, self.t])]
         self.digit = None
         if model is not None:
             options = [(f"test digit #{i}", i) for i in range(len(images))]
-            self.digit = W.Dropdown(options=options, value=0, description="CapsNet input")
+            self.digit = W.Dropdown(options=options, value=0, description="CapsNet input", style=LABEL_STYLE)
             controls.append(self.digit)
         self.toy = toy_predictions()
         self._hold = False
@@ -140,7 +157,7 @@ class PerturbationExplorer(_Explorer):
             self.all_capsules = model.capsules(self.images.to(device)).cpu()       # (N, 10, 16)
         self.labels = safe_norm(self.all_capsules, dim=-1).argmax(dim=1)             # predictions
         self._hold = False
-        layout = W.Layout(width="240px")
+        layout = W.Layout(width="225px")                                             # 4 columns of 230 px: 920 px
         self.sliders = [W.FloatSlider(value=0.0, min=-0.25, max=0.25, step=0.05, readout_format=".2f",
                                       description=f"dim {d + 1}", layout=layout)
                         for d in range(model.config.digit_dim)]
@@ -153,7 +170,7 @@ class PerturbationExplorer(_Explorer):
         self.digit.observe(self._new_digit, names="value")
         self.span.observe(self._new_span, names="value")
         self.reset.on_click(self.reset_sliders)
-        grid = W.GridBox(self.sliders, layout=W.Layout(grid_template_columns="repeat(4, 250px)"))
+        grid = W.GridBox(self.sliders, layout=W.Layout(grid_template_columns="repeat(4, 230px)"))
         self._select(0)
         self._setup(PerturbationPlot(), [W.HBox([self.digit, self.span, self.reset]), grid])
 

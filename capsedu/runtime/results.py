@@ -9,9 +9,12 @@
 - ``command_line(argv)``: ``python -m capsedu ...`` as a shell would take it.
 - ``provenance(command, device)``: command, date, hardware, threads, versions: the one header every
   stored run, benchmark and exported weight file carries (the experiments add their settings to it).
-- ``stored_run(name)``: a JSON of the repository's ``results/`` folder, wherever the book runs,
-  checked by ``capsedu.runtime.stored`` (format, checksum, schema): None only when it is not
-  there; a damaged file, or a folder of that name, is one ``StoredRunError`` line naming it.
+- ``results_dir()``, ``benchmarks_dir()``: the stored runs and benchmark results, wherever the book
+  runs: the copies an installed package ships (``capsedu/shipped/``, written by ``setup.py``), else
+  the checkout's ``results/`` and ``benchmarks/results/``; never relative to the working directory.
+- ``stored_run(name)``: a JSON of those stored runs, checked by ``capsedu.runtime.stored`` (format,
+  checksum, schema): None only when it is not there; a damaged file, or a folder of that name, is one
+  ``StoredRunError`` line naming it; a failed download, one ``StoredRunUnavailable`` line saying why.
 - ``stored_or_preview(name, check)``: what a chapter calls: (data, None), or (None, the one line
   to print before showing its live preview instead); a notebook never stops on a stored file.
 """
@@ -28,7 +31,7 @@ from typing import Dict, Optional, Sequence
 
 from capsedu.runtime.stored import StoredRunError, parse_stored, read_stored
 
-__all__ = ["output_path", "results_dir", "read_json", "utc_now", "command_line", "provenance", "stored_run",
+__all__ = ["output_path", "results_dir", "benchmarks_dir", "StoredRunUnavailable", "read_json", "utc_now", "command_line", "provenance", "stored_run",
            "stored_or_preview"]
 
 
@@ -96,18 +99,35 @@ def provenance(command: Optional[str] = None, device: str = "cpu") -> Dict:
             "argv_python": sys.executable, "capsedu": __version__}
 
 
+# An installed package (a wheel, Colab) carries the stored runs here; a checkout has no such folder.
+SHIPPED = Path(__file__).resolve().parents[1] / "shipped"
+CHECKOUT = Path(__file__).resolve().parents[2]
+
+
 def results_dir() -> Path:
-    """The repository's ``results/`` folder, beside the package in a checkout (it may not exist elsewhere)."""
-    return Path(__file__).resolve().parents[2] / "results"
+    """The stored runs: the installed package's copy, else the checkout's ``results/`` (it may not exist)."""
+    shipped = SHIPPED / "results"
+    return shipped if shipped.is_dir() else CHECKOUT / "results"
+
+
+def benchmarks_dir() -> Path:
+    """The benchmark results (JSON): the installed package's copy, else the checkout's ``benchmarks/results/``."""
+    shipped = SHIPPED / "benchmarks"
+    return shipped if shipped.is_dir() else CHECKOUT / "benchmarks" / "results"
+
+
+class StoredRunUnavailable(Exception):
+    """A stored run that is neither shipped nor reachable: the message says which URL and why."""
 
 
 def stored_run(name: str, settings_key: Optional[str] = None) -> Optional[Dict]:
-    """A stored run from the repository's ``results/`` folder, checked; None only if it is not there.
+    """A stored run from ``results_dir()``, checked; None only if it is not there.
 
-    A checkout (the book build, a local Jupyter) reads the file next to the package; an
-    installed package (Colab) fetches it from the repository at ``capsedu.REVISION`` (no network,
-    or no such file there: None). A damaged file, one without a checksum, or a folder of that name
-    is a ``StoredRunError`` (one line naming it).
+    A checkout (the book build, a local Jupyter) and an installed package read the file they hold;
+    a file the package lacks is fetched from the repository at ``capsedu.REVISION`` (None when the
+    repository answers that it has no such file; ``StoredRunUnavailable`` when the download fails
+    for another reason). A damaged file, one without a checksum, or a folder of that name is a
+    ``StoredRunError`` (one line naming it).
     """
     from capsedu import REPO_URL, REVISION
     local = results_dir() / name
@@ -121,8 +141,13 @@ def stored_run(name: str, settings_key: Optional[str] = None) -> Optional[Dict]:
     try:
         with urllib.request.urlopen(url, timeout=10) as response:
             text = response.read()
-    except (urllib.error.URLError, OSError, ValueError):
-        return None
+    except urllib.error.HTTPError as err:
+        if err.code == 404:
+            return None
+        raise StoredRunUnavailable(f"could not download {url}: HTTP {err.code} {err.reason}") from None
+    except (urllib.error.URLError, OSError, ValueError) as err:
+        reason = getattr(err, "reason", err)
+        raise StoredRunUnavailable(f"could not download {url}: {reason}") from None
     return parse_stored(text, url, settings_key, require_checksum=True)
 
 
@@ -135,6 +160,8 @@ def stored_or_preview(name: str, check=None, settings_key: Optional[str] = None)
         data = stored_run(name, settings_key)
     except StoredRunError as err:
         return None, f"{err}; showing the live preview instead (not the stored run)"
+    except StoredRunUnavailable as err:
+        return None, f"{err}; the live preview stands in (not the stored run)"
     if data is None:
         return None, f"{where} is not there; showing the live preview instead (not the stored run)"
     if not data.get("runs"):
