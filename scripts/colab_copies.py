@@ -110,6 +110,9 @@ def colab_copy(source: Path, built: Optional[Path], bib: Bibliography):
         if name in values:
             return escape_markdown(format_glued(values[name], spec))
         number = glue_cell(cells, name)
+        if number is None:   # glued in a loop over names: the cell that spells the name out
+            number = next((k for k, c in enumerate((c for c in nb.cells if c.cell_type == "code"), 1)
+                           if f'"{name}"' in c.source or f"'{name}'" in c.source), None)
         if number is None:
             raise KeyError(f"{source.name}: {{glue:text}}`{name}` is glued by no code cell")
         return f"[`{name}`: computed by code cell {number}]"
