@@ -6,6 +6,7 @@ import json
 import math
 import subprocess
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -359,10 +360,21 @@ def test_experiment_rejects_bad_data_and_config(digits):
 def test_presets_follow_su_where_they_say_so():
     assert PRESETS["full"].epochs == SU_EPOCHS and PRESETS["full"].batch_size == 128
     assert PRESETS["full"].lr_schedule == "constant" and PRESETS["full"].source == "auto"
-    for name in ("quick", "long"):   # the chapter's budgets: all 9,000 sample digits, every head
+    for name in ("quick", "long"):   # the chapter's budgets: all 9,000 sample digits
         p = PRESETS[name]
-        assert p.source == "sample" and p.n_train is None and p.models == tuple(MODELS) and p.margin_lam == 0.25
+        assert p.source == "sample" and p.n_train is None and p.margin_lam == 0.25
+    assert PRESETS["long"].models == tuple(MODELS)              # the stored run: every head
+    assert PRESETS["quick"].models == ("pooling", "capsule-su")  # the preview: the two its 3 minutes allow
     assert len(PRESETS["long"].seeds) >= 3 and PRESETS["long"].curve
+
+
+def test_the_stored_investigation_baseline_is_the_quick_preset():
+    """Chapter 7 calls results/two_digits_variants/preset.json "the quick budget": its settings must be the
+    quick preset's, apart from the three seeds it was run with."""
+    stored = json.loads((Path(__file__).parents[1] / "results" / "two_digits_variants" / "preset.json").read_text())
+    quick = PRESETS["quick"].as_dict()
+    differ = {k for k in quick if k != "seeds" and stored["config"].get(k) != quick[k]}
+    assert not differ, {k: (stored["config"].get(k), quick[k]) for k in differ}
 
 
 # ---------------------------------------------------------------- the CLI
