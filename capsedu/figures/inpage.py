@@ -32,6 +32,7 @@ import torch
 
 from capsedu.core.squashing import safe_norm
 from capsedu.figures.frames import capsnet_images, check_capsnet, one_thread
+from capsedu.figures.static import HtmlBlock
 
 __all__ = ["weight_files", "write_weight_files", "read_weights", "int8_error", "inpage_panel", "InPagePanel",
            "describe_sizes", "DECODER_FILE", "ENCODER_FILE", "SCRIPT"]
@@ -153,7 +154,7 @@ def _png_free(images: torch.Tensor) -> str:
 
 
 @dataclass
-class InPagePanel:
+class InPagePanel(HtmlBlock):   # nbytes: what the panel adds to its page; the weights come on request
     """The panel's data and its HTML; a notebook cell that evaluates one displays it."""
     data: Dict
 
@@ -169,14 +170,6 @@ class InPagePanel:
                 f' if (root === null || document.querySelector("script[data-capsedu-inpage]")) {{ return; }}'
                 f' var s = document.createElement("script"); s.src = root + "_static/{SCRIPT}";'
                 f' s.setAttribute("data-capsedu-inpage", ""); document.head.appendChild(s); }})();</script></div>')
-
-    def _repr_html_(self) -> str:
-        return self.html()
-
-    @property
-    def nbytes(self) -> int:
-        """Size of the HTML in bytes (what the panel adds to its page; the weights come on request)."""
-        return len(self.html().encode())
 
 
 @torch.no_grad()

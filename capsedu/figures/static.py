@@ -101,8 +101,20 @@ def decode_png(data: bytes) -> np.ndarray:
     return np.asarray(PILImage.open(io.BytesIO(data)))
 
 
+class HtmlBlock:
+    """An HTML output whose ``html()`` the notebook and the book show (the twins, the in-page panel)."""
+
+    def _repr_html_(self) -> str:
+        return self.html()
+
+    @property
+    def nbytes(self) -> int:
+        """Size of the HTML in bytes (what the block adds to its page)."""
+        return len(self.html().encode())
+
+
 @dataclass
-class Twin:
+class Twin(HtmlBlock):
     """Precomputed frames keyed by control indices, and the HTML that swaps between them."""
     kind: str
     controls: List[Control]
@@ -142,14 +154,6 @@ class Twin:
                 f'<noscript><p class="capsedu-twin-note">JavaScript is off: the default setting is shown.</p></noscript>'
                 f'<script type="application/json" class="capsedu-twin-frames">{json.dumps(frames)}</script>'
                 f"<script>{_JS % {'id': json.dumps(uid)}}</script></div>")
-
-    def _repr_html_(self) -> str:
-        return self.html()
-
-    @property
-    def nbytes(self) -> int:
-        """Size of the HTML snippet in bytes (what the twin adds to its page)."""
-        return len(self.html().encode())
 
 
 def plot_twin(kind, plot, controls, settings, alt) -> Twin:
