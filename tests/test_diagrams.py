@@ -28,3 +28,16 @@ def test_figures_draw_the_numbers():
     texts = [t.get_text() for t in fig.axes[0].texts]
     assert "1,474,560 parameters" in texts and "8,215,568" in fig.axes[0].get_title()
     assert len(neuron_vs_capsule_figure().axes) == 2
+
+
+def test_architecture_labels_stay_inside_their_boxes():
+    fig = architecture_figure()
+    ax = fig.axes[0]
+    renderer = fig.canvas.get_renderer()
+    boxes = [patch.get_window_extent(renderer) for patch in ax.patches if hasattr(patch, "get_boxstyle")]
+    inside = [t for t in ax.texts if 0 < ax.transData.inverted().transform(
+        t.get_window_extent(renderer).get_points().mean(axis=0))[1] < 1.6]   # drawn on a box, not below it
+    assert len(boxes) == 5 and len(inside) == 15                            # name, what, shape per stage
+    for text in inside:
+        extent = text.get_window_extent(renderer)
+        assert any(b.x0 <= extent.x0 and extent.x1 <= b.x1 for b in boxes), text.get_text()

@@ -36,7 +36,7 @@ def architecture_stages(config: Optional[CapsNetConfig] = None):
         ("DigitCaps", f"W_ij: {c.primary_dim}→{c.digit_dim} per pair,\n{c.iterations} routing iterations",
          f"{c.num_classes} capsules of {c.digit_dim}-D", count_parameters(model.digits)),
         ("Decoder", "mask, then\n" + " → ".join(str(n) for n in (*c.decoder_hidden, c.in_channels * h * w)),
-         f"{c.in_channels}×{h}×{w} reconstruction", count_parameters(model.decoder)),
+         f"{c.in_channels}×{h}×{w}\nreconstruction", count_parameters(model.decoder)),
     ]
 
 
@@ -46,7 +46,7 @@ def architecture_figure(config: Optional[CapsNetConfig] = None, ax=None):
     if ax is None:
         _, ax = plt.subplots(figsize=(12, 3.2))
     colours = ["0.9", "#c6dbef", "#9ecae1", "#6baed6", "#fdd0a2"]
-    width, gap = 1.9, 0.55
+    width, gap = 2.05, 0.45  # wide enough for the longest shape label
     for k, ((name, what, shape, params), colour) in enumerate(zip(stages, colours)):
         x = k * (width + gap)
         ax.add_patch(FancyBboxPatch((x, 0), width, 1.6, boxstyle="round,pad=0.03", fc=colour, ec="0.3"))
