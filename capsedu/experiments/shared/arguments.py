@@ -1,5 +1,5 @@
 """The command line of the stored-run experiments of chapters 9 and 10: ``python -m capsedu
-robustness|ablation|multimnist|compare-routing``.
+robustness|ablation|multimnist|compare-routing|tutorial-vs-fixed``.
 
 The commands take the same options, so one parser builder serves them; it imports no torch
 (``--help`` stays instant), and ``cli_main`` imports the experiment's own module (named in
@@ -31,6 +31,8 @@ EXPERIMENTS = {
                    "overlapping digits: top-2 accuracy and segmentation (the paper's MultiMNIST)"),
     "compare-routing": ("compare_routing.run", "compare_routing", "epochs", "method x seed",
                         "dynamic, EM, self-attention and no routing on one budget"),
+    "tutorial-vs-fixed": ("tutorial_vs_fixed", "tutorial_vs_fixed", "epochs", "model x seed",
+                          "the tutorial code's CapsNet against capsedu's, same data and budget (chapter 11)"),
 }
 
 

@@ -1,0 +1,168 @@
+"""Chapter 11's before/after run: the tutorial code's CapsNet against capsedu's, same data and budget.
+
+- ``MODELS``: "tutorial" (``capsedu.methods.tutorial_capsnet``: every pitfall of chapter 11, trained
+  as the tutorial code trains: normalised images, no shifts, Adam at a constant 1e-3) and "fixed"
+  (``capsedu.core.CapsNet`` trained by ``capsedu.training``: pixels in [0, 1], 2-px shifts, the
+  paper's losses, the official code's rate decay). Both see the same training digits in the same
+  batch size for the same number of epochs, from the same seeds.
+- ``TutorialConfig`` / ``PRESETS``: the settings per mode; "long" is the stored run.
+- ``tutorial_vs_fixed``: per seed and model, train and test after every epoch; each record holds the
+  test accuracy per epoch (for the tutorial also the accuracy its own code reports, which reads the
+  prediction off the decoder's mask, and how many test predictions change when the same test
+  digits are batched in another order), the indices missed at the end ("misses", for McNemar),
+  and the steps whose loss was not finite. One (model, seed) per record, written as it finishes;
+  a rerun resumes (``capsedu.experiments.shared.runs``).
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Dict, List, Optional, Tuple
+
+import torch
+from tqdm.auto import tqdm
+
+from capsedu.core.capsnet import CapsNet
+from capsedu.core.params import count_parameters
+from capsedu.experiments.shared.runs import check_config, spread_table, start_experiment, train_epochs
+from capsedu.methods.tutorial_capsnet import MNIST_MEAN, MNIST_STD, TUTORIAL_TRAINING, TutorialCapsNet, tutorial_loss
+from capsedu.training.evaluation import predict_lengths
+
+__all__ = ["MODELS", "TutorialConfig", "PRESETS", "DEFAULT_NAME", "tutorial_vs_fixed", "summarise"]
+
+MODELS = {"tutorial": "the tutorial code re-created, pitfalls included, trained as it trains",
+          "fixed": "capsedu's CapsNet, trained as the paper (shifts, squared margins, summed reconstruction)"}
+DEFAULT_NAME = "tutorial_vs_fixed.json"
+TEST_BATCH = 100   # the tutorial code's test batch: its routing shares logits within a batch
+
+
+@dataclass(frozen=True)
+class TutorialConfig:
+    """Both models get the same data, epochs, batch and rate; ``n_train=None``: every training digit."""
+    models: Tuple[str, ...] = tuple(MODELS)
+    seeds: Tuple[int, ...] = (0, 1, 2)
+    epochs: int = 3
+    batch_size: int = TUTORIAL_TRAINING["batch_size"]
+    lr: float = 1e-3
+    n_train: Optional[int] = None
+    n_test: Optional[int] = None
+    source: str = "sample"
+
+    def __post_init__(self):
+        check_config(self, "TutorialConfig", counts=("epochs", "batch_size"), positive=("lr",))
+        if not self.models or any(m not in MODELS for m in self.models) or len(set(self.models)) != len(self.models):
+            raise ValueError(f"TutorialConfig.models must be distinct names from {tuple(MODELS)}, got {self.models!r}")
+        for name in ("n_train", "n_test"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+                raise ValueError(f"TutorialConfig.{name} must be a positive int or None, got {v!r}")
+        if self.source not in ("sample", "full", "auto"):
+            raise ValueError(f"TutorialConfig.source must be 'sample', 'full' or 'auto', got {self.source!r}")
+
+
+PRESETS = {
+    "smoke": TutorialConfig(seeds=(0,), epochs=1, batch_size=16, n_train=48, n_test=40),
+    "quick": TutorialConfig(seeds=(0,), epochs=1, n_train=1000, n_test=300),
+    # the stored run on a 2-core CPU: the whole sample (9,000 training digits), 3 epochs, 3 seeds
+    "long": TutorialConfig(),
+    "gpu": TutorialConfig(epochs=10),
+    "full": TutorialConfig(epochs=30, source="auto"),   # the tutorial code's own 30 epochs on full MNIST
+}
+
+
+def _normalise(x: torch.Tensor) -> torch.Tensor:
+    return (x - MNIST_MEAN) / MNIST_STD
+
+
+@torch.no_grad()
+def _tutorial_test(model, x, y, order: Optional[torch.Tensor] = None) -> Dict:
+    """Test as the tutorial code does, in batches of ``TEST_BATCH`` (in ``order`` if given): the predicted
+    class (longest capsule), the class its own accuracy reads off the decoder mask, per test digit."""
+    model.eval()
+    idx = torch.arange(len(x), device=x.device) if order is None else order
+    pred, pick = torch.empty_like(y), torch.empty_like(y)
+    for i in range(0, len(x), TEST_BATCH):
+        j = idx[i:i + TEST_BATCH]
+        v, _, masked = model(_normalise(x[j]))
+        pred[j] = (v ** 2).sum(dim=(2, 3)).argmax(dim=1)
+        pick[j] = masked.argmax(dim=1)
+    model.train()
+    return {"pred": pred, "pick": pick}
+
+
+def _train_tutorial(model, train, sets, config: TutorialConfig, seed: int, device, progress: bool, desc: str):
+    """The tutorial code's loop: shuffled batches of normalised digits, Adam at a constant rate."""
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+    generator = torch.Generator().manual_seed(seed)
+    x_test, y_test = sets
+    n, records, non_finite, t0 = len(train.x_train), [], [], time.perf_counter()
+    step = 0
+    for epoch in tqdm(range(1, config.epochs + 1), desc=desc, unit="epoch", disable=not progress, leave=False):
+        e0, loss_sum = time.perf_counter(), 0.0
+        order = torch.randperm(n, generator=generator).to(device)
+        for i in range(0, n, config.batch_size):
+            j = order[i:i + config.batch_size]
+            xb = _normalise(train.x_train[j])
+            v, rec, _ = model(xb)
+            loss = tutorial_loss(v, rec, xb, train.y_train[j])
+            step += 1
+            if not torch.isfinite(loss):
+                non_finite.append(step)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            loss_sum += loss.item() * len(j)
+        out = _tutorial_test(model, x_test, y_test)
+        records.append({"epoch": epoch, "train_loss": loss_sum / n, "seconds": time.perf_counter() - e0,
+                        "test": (out["pred"] == y_test).float().mean().item(),
+                        "test_as_reported": (out["pick"] == y_test).float().mean().item()})
+    # pitfall 2 at test time: the same digits, batched in another order
+    shuffled = _tutorial_test(model, x_test, y_test, torch.randperm(len(x_test), generator=generator).to(device))
+    extra = {"test_changed_by_batching": int((shuffled["pred"] != out["pred"]).sum()),
+             "non_finite_steps": non_finite, "steps": step}
+    return records, (out["pred"] != y_test).nonzero().flatten().tolist(), extra, time.perf_counter() - t0
+
+
+def _train_fixed(model, train, sets, config: TutorialConfig, seed: int, device, progress: bool, desc: str):
+    x_test, y_test = sets
+    missed = {}
+
+    def test(m):
+        right = predict_lengths(m, x_test).argmax(dim=1) == y_test
+        missed["test"] = (~right).nonzero().flatten().tolist()
+        return {"test": right.float().mean().item()}
+    records, seconds = train_epochs(model, train, config.epochs, seed, test, progress=progress, desc=desc,
+                                    batch_size=config.batch_size, lr=config.lr, device=device, amp="off")
+    steps = config.epochs * math.ceil(len(train.x_train) / config.batch_size)
+    return records, missed["test"], {"steps": steps}, seconds
+
+
+def tutorial_vs_fixed(config: TutorialConfig, out=None, fresh: bool = False, device="auto", data=None,
+                      command: Optional[str] = None, preset: Optional[str] = None, progress: bool = True) -> Dict:
+    """Train each model once per seed (skipping those ``out`` holds, unless ``fresh``); summarise."""
+    _, device, result, data = start_experiment(config, TutorialConfig, out, DEFAULT_NAME, fresh, device, command,
+                                               preset, lambda runs: summarise(runs, config), data, progress)
+    x_test, y_test = data.x_test[:config.n_test].to(device), data.y_test[:config.n_test].to(device)
+    train = SimpleNamespace(x_train=data.x_train[:config.n_train].to(device),
+                            y_train=data.y_train[:config.n_train].to(device), x_test=x_test, y_test=y_test)
+    for seed in config.seeds:
+        for name in config.models:
+            if result.find(model=name, seed=seed) is not None:
+                continue
+            torch.manual_seed(seed)   # the initial weights
+            model = (TutorialCapsNet() if name == "tutorial" else CapsNet()).to(device)
+            runner = _train_tutorial if name == "tutorial" else _train_fixed
+            records, missed, extra, seconds = runner(model, train, (x_test, y_test), config, seed, device,
+                                                     progress, f"{name} seed {seed}")
+            result.add({"model": name, "seed": seed, "params": count_parameters(model), "seconds": round(seconds, 2),
+                        "test": records[-1]["test"], "misses": {"test": missed}, **extra, "epochs": records}, seconds)
+    return result.finish()
+
+
+def summarise(runs: List[Dict], config: TutorialConfig) -> Dict:
+    """One row per model: parameters, seeds, and (mean, std) over seeds of the final test accuracy."""
+    def head(name, mine):
+        return {"model": name, "about": MODELS[name], "params": mine[0]["params"], "seeds": len(mine)}
+    return {"table": spread_table(runs, "model", config.models, ("test",), head)}
