@@ -1,0 +1,103 @@
+"""Chapter 11's re-created tutorial network does what the tutorial code does, and the before/after run stores
+what the chapter reads."""
+import dataclasses
+import json
+
+import pytest
+import torch
+
+from capsedu import PRESET_NAMES
+from capsedu.core.capsnet import CapsNet
+from capsedu.core.params import count_parameters
+from capsedu.data.mnist import load_dataset
+from capsedu.experiments import tutorial_vs_fixed as tvf
+from capsedu.methods.tutorial_capsnet import TutorialCapsNet, tutorial_loss, tutorial_squash
+
+
+@pytest.fixture(scope="module")
+def net():
+    torch.manual_seed(0)
+    return TutorialCapsNet().eval()
+
+
+def test_same_parameter_count_as_capsnet(net):
+    assert count_parameters(net) == count_parameters(CapsNet())
+
+
+def test_squash_is_undefined_at_zero_only():
+    out = tutorial_squash(torch.tensor([[0.0, 0.0], [3.0, 4.0]]))
+    assert torch.isnan(out[0]).all()
+    assert torch.allclose(out[1].norm(), torch.tensor(25 / 26))
+
+
+def test_an_example_depends_on_its_batch_neighbours(net):
+    """Pitfall 2: one set of logits for the batch; capsedu's CapsNet keeps one per example."""
+    g = torch.Generator().manual_seed(1)
+    x = torch.rand(3, 1, 28, 28, generator=g)
+    with torch.no_grad():
+        alone = net.capsules(x[:1])
+        together = net.capsules(x)[:1]
+        assert (alone - together).abs().max() > 1e-4 * alone.abs().max()
+        fixed = CapsNet().eval()
+        a, b = fixed.digits(fixed.primary(torch.relu(fixed.conv1(x[:1])))), \
+            fixed.digits(fixed.primary(torch.relu(fixed.conv1(x))))[:1]
+        assert torch.allclose(a, b, atol=1e-6)
+
+
+def test_digit_capsules_are_squashed_element_by_element(net):
+    """Pitfall 8: each of the 16 numbers is squashed alone, so a capsule may be longer than 1 (long votes:
+    W scaled up, since with c = 1/1152 the trained-from-scratch capsules start very short)."""
+    import copy
+    big = copy.deepcopy(net)
+    with torch.no_grad():
+        big.W.mul_(30)
+        v = big.capsules(torch.rand(2, 1, 28, 28, generator=torch.Generator().manual_seed(2)))
+    assert v.shape == (2, 10, 16, 1)
+    assert v.abs().max() <= 1 and v.norm(dim=2).max() > 1.5   # a vector squash keeps every length below 1
+
+
+def test_the_decoder_pick_is_a_softmax_over_the_batch(net):
+    """Pitfall 5: with a batch of one, the softmax over dim 0 is 1 everywhere, so the pick is always class 0."""
+    for seed in range(3):
+        x = torch.rand(1, 1, 28, 28, generator=torch.Generator().manual_seed(seed))
+        with torch.no_grad():
+            _, _, masked = net(x)
+        assert masked.argmax(dim=1).item() == 0
+
+
+def test_the_margin_loss_is_a_hinge():
+    """Pitfall 3: slope 1 for the present class, below the margin, whatever the length."""
+    slopes = []
+    for length in (0.2, 0.6):
+        v = torch.zeros(1, 10, 16, 1)
+        v[0, 0, 0, 0] = length
+        v.requires_grad_(True)
+        tutorial_loss(v, torch.zeros(1, 1, 28, 28), torch.zeros(1, 1, 28, 28), torch.tensor([0])).backward()
+        slopes.append(v.grad[0, 0, 0, 0].item())
+    assert slopes == pytest.approx([-1.0, -1.0])
+
+
+def test_every_preset_exists():
+    assert set(tvf.PRESETS) == set(PRESET_NAMES)
+
+
+def test_bad_config():
+    with pytest.raises(ValueError, match="TutorialConfig.models must be distinct names"):
+        tvf.TutorialConfig(models=("tutorial", "paper"))
+
+
+def test_end_to_end_resume_and_misses(tmp_path):
+    torch.set_num_threads(1)
+    data = load_dataset("mnist", source="sample", device="cpu", verbose=False)
+    config = dataclasses.replace(tvf.PRESETS["smoke"], n_test=120)   # > one test batch of 100
+    out = tmp_path / "t.json"
+    result = tvf.tutorial_vs_fixed(config, out=out, device="cpu", data=data, progress=False)
+    assert [(r["model"], r["seed"]) for r in result["runs"]] == [("tutorial", 0), ("fixed", 0)]
+    for r in result["runs"]:
+        assert r["test"] == pytest.approx(1 - len(r["misses"]["test"]) / 120)
+        assert len(r["epochs"]) == config.epochs and r["steps"] == 3
+    tutorial = result["runs"][0]
+    assert 0 <= tutorial["test_changed_by_batching"] <= 120 and tutorial["non_finite_steps"] == []
+    stored = json.loads(out.read_text())
+    again = tvf.tutorial_vs_fixed(config, out=out, device="cpu", data=data, progress=False)
+    assert again["runs"] == stored["runs"] and again["resumed"] == 1
