@@ -6,7 +6,8 @@
 #
 # chapters: every chapter executed in gpu mode (benchmarks/chapters.py): wall time, the lines
 #           it prints about accuracy and data, errors.
-# speed:    train_step.py and stages.py; 60,000-image epochs (benchmarks/epoch.py) in float32,
+# speed:    train_step.py, stages.py and cost_growth.py (time and memory against input size,
+#           routing iterations and batch; on CUDA with the allocator's peak); 60,000-image epochs (benchmarks/epoch.py) in float32,
 #           bf16, bf16 + fused routing (--fast) and bf16 + torch.compile where the GPU has
 #           native bf16, and fp16 + GradScaler forced (plain and --fast), a T4's precision,
 #           standing in for a T4 on this GPU.
@@ -32,18 +33,18 @@ case "$part" in chapters|speed|all) ;; *) echo "--part must be chapters, speed o
 parts="$(mktemp -d)"
 if [ "$dry" = 1 ]; then
   device=cpu mode=smoke size=96 batch=16 epochs=1 rounds=1 chapters=(book/00_setup.ipynb) test=(--test-limit 64)
-  stage_args=(--batch 4 --batches 4,8 --iterations 1,3 --repeats 1)
+  stage_args=(--batch 4 --batches 4,8 --iterations 1,3 --repeats 1) growth_args=(--batch 2 --rounds 1)
   out="${1:-$(mktemp -d)}"
 else
   device=cuda mode=gpu size=60000 batch=128 epochs=2 rounds=5 chapters=() test=()
-  stage_args=(--batch 128 --batches 32,64,128,256,512)
+  stage_args=(--batch 128 --batches 32,64,128,256,512) growth_args=(--batch 4 --rounds 3)
   out="${1:-benchmarks/results}"
   python -c "import torch; assert torch.cuda.is_available(), 'no CUDA GPU visible'"
 fi
 mkdir -p "$out"
 day="$(date -u +%F)"
 result="$out/gpu_check-$device-$day.json"
-auto_amp="$(python -c "from capsedu.device import resolve_amp as r, resolve_device as d; print(r('auto', d('$device')))")"
+auto_amp="$(python -c "from capsedu.runtime.device import resolve_amp as r, resolve_device as d; print(r('auto', d('$device')))")"
 # Full MNIST where it downloads (then cached for the chapters too), else the sample: decided once.
 source=sample
 if [ "$dry" = 0 ]; then
@@ -66,6 +67,7 @@ fi
 if [ "$part" != chapters ]; then
   run train_step benchmarks/train_step.py --device "$device" --batch "$batch" --rounds "$rounds" --steps 2
   run stages benchmarks/stages.py --device "$device" "${stage_args[@]}"
+  run cost_growth benchmarks/cost_growth.py --device "$device" "${growth_args[@]}"
   # 2 epochs, the last reported, so that compilation and cuDNN autotuning fall in the first.
   epoch=(benchmarks/epoch.py --device "$device" --source "$source" --sizes "$size" --epochs "$epochs" --batch "$batch" "${test[@]}")
   run epoch-fp32 "${epoch[@]}" --amp off
@@ -85,7 +87,7 @@ from pathlib import Path
 
 import torch
 
-from capsedu.device import hardware
+from capsedu.runtime.device import hardware
 
 parts, result, device, args, source = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
 old = json.loads(result.read_text()) if result.exists() else {}
