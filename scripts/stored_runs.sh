@@ -37,3 +37,5 @@ capsedu multimnist --preset long --out results/ --threads 1
 capsedu ablation --preset long --out results/ --threads 1
 capsedu robustness --preset long --out results/ --threads 1
 wait
+# Chapter 11: the tutorial code's CapsNet against capsedu's, same digits, batch, epochs and seeds.
+capsedu tutorial-vs-fixed --preset long --out results/tutorial_vs_fixed.json
