@@ -132,10 +132,13 @@ def _test_sets(data, config: AblationConfig, device) -> Dict[str, Tuple[torch.Te
 
 
 def ablation_experiment(config: AblationConfig, out=None, fresh: bool = False, device="auto", data=None,
-                        command: Optional[str] = None, preset: Optional[str] = None, progress: bool = True) -> Dict:
-    """Train every variant once per seed (skipping finished ones, unless ``fresh``); test after the last epoch."""
+                        command: Optional[str] = None, preset: Optional[str] = None, progress: bool = True,
+                        shard=None) -> Dict:
+    """Train every variant once per seed (skipping finished ones, unless ``fresh``); test after the last epoch.
+    ``shard``: only that shard of the grid (``capsedu.experiments.shared.grid``)."""
     _, device, result, data = start_experiment(config, AblationConfig, out, DEFAULT_NAME, fresh, device, command,
-                                               preset, lambda runs: summarise(runs, config), data, progress)
+                                               preset, lambda runs: summarise(runs, config), data, progress,
+                                               shard=shard)
     sets = _test_sets(data, config, device)
     x_train = center_on_canvas(data.x_train[:config.n_train], config.canvas).to(device)
     train = SimpleNamespace(x_train=x_train, y_train=data.y_train[:config.n_train].to(device),
@@ -150,22 +153,19 @@ def ablation_experiment(config: AblationConfig, out=None, fresh: bool = False, d
             misses[k] = (pred != y).nonzero().flatten().tolist()       # ascending
         return accuracy, misses
 
-    for seed in config.seeds:
-        for name in config.variants:
-            if result.find(variant=name, seed=seed) is not None:
-                continue
-            torch.manual_seed(seed)  # the same initial weights for every variant of a seed
-            model, recon_weight = make_variant(name, config)
-            # test only after the last epoch: a fixed budget, nothing is chosen on the test set
-            records, seconds = train_epochs(
-                model, train, config.epochs, seed, lambda m: {}, progress=progress, desc=f"{name} seed {seed}",
-                batch_size=config.batch_size, lr=config.lr, device=device, amp=config.amp,
-                shift=config.max_shift, loss="capsnet", recon_weight=recon_weight)
-            accuracy, misses = test(model)
-            records[-1].update(accuracy)
-            result.add({"variant": name, "seed": seed, "params": count_parameters(model),
-                        "seconds": round(seconds, 2), "epochs": records, **test_summary(records[-1]),
-                        "misses": misses}, seconds)
+    for seed, name in result.todo(config.seeds, config.variants, "variant"):
+        torch.manual_seed(seed)  # the same initial weights for every variant of a seed
+        model, recon_weight = make_variant(name, config)
+        # test only after the last epoch: a fixed budget, nothing is chosen on the test set
+        records, seconds = train_epochs(
+            model, train, config.epochs, seed, lambda m: {}, progress=progress, desc=f"{name} seed {seed}",
+            batch_size=config.batch_size, lr=config.lr, device=device, amp=config.amp,
+            shift=config.max_shift, loss="capsnet", recon_weight=recon_weight)
+        accuracy, misses = test(model)
+        records[-1].update(accuracy)
+        result.add({"variant": name, "seed": seed, "params": count_parameters(model),
+                    "seconds": round(seconds, 2), "epochs": records, **test_summary(records[-1]),
+                    "misses": misses}, seconds)
     return result.finish()
 
 

@@ -148,15 +148,17 @@ def build_model(config: MultiMNISTConfig) -> PairCapsNet:
 
 def multimnist_experiment(config: MultiMNISTConfig, out=None, fresh: bool = False, device="auto", data=None,
                           command: Optional[str] = None, preset: Optional[str] = None, progress: bool = True,
-                          return_model: bool = False) -> Dict:
+                          return_model: bool = False, shard=None) -> Dict:
     """Train one PairCapsNet per seed (skipping finished seeds, unless ``fresh``); top-2 accuracy after each epoch.
 
     With ``out`` and ``config.save_weights``, each seed's weights go to ``<out stem>_seed<k>.pt`` (fp16)
     and its record holds their file name and sha256. ``return_model``: also "model" (not JSON),
-    the last trained model, and "test" (the test pairs and targets).
+    the last trained model, and "test" (the test pairs and targets). ``shard``: train only that shard
+    of the seeds (``capsedu.experiments.shared.grid``; it needs ``out``).
     """
     path, device, result, data = start_experiment(config, MultiMNISTConfig, out, DEFAULT_NAME, fresh, device,
-                                                  command, preset, summarise, data, progress)
+                                                  command, preset, summarise, data, progress, shard=shard)
+    todo = [seed for seed, _ in result.todo(config.seeds)]
     x_digits, y_digits = data.x_train[:config.n_train], data.y_train[:config.n_train]
     test_x, test_t = overlapping_pairs(data.x_test[:config.n_test], data.y_test[:config.n_test], config.n_test_pairs,
                                        config.canvas, config.max_shift, torch.Generator().manual_seed(config.test_seed),
@@ -164,7 +166,7 @@ def multimnist_experiment(config: MultiMNISTConfig, out=None, fresh: bool = Fals
     test_x, test_t = test_x.to(device), test_t.to(device)
     if path is not None and config.save_weights:
         try:
-            _check_weights(result, path, config.seeds)  # before any training: nothing of another's replaced
+            _check_weights(result, path, todo)  # before any training: nothing of another's replaced
         except BaseException:
             result.release()
             raise
@@ -173,10 +175,7 @@ def multimnist_experiment(config: MultiMNISTConfig, out=None, fresh: bool = Fals
         return {"top2": count_correct(predict_lengths(model, test_x), test_t).item() / len(test_t)}
 
     model = None
-    for seed in config.seeds:
-        if result.find(seed=seed) is not None:
-            continue
-
+    for seed in todo:
         def fresh_pairs(epoch, seed=seed):  # new pairs every epoch, reproducible from (seed, epoch)
             return overlapping_pairs(x_digits, y_digits, config.pairs_per_epoch, config.canvas, config.max_shift,
                                      torch.Generator().manual_seed(10_000 * seed + epoch), separate=True)

@@ -172,32 +172,31 @@ def _patience_stop(patience: int):
 
 def robustness_experiment(config: RobustnessConfig, out=None, fresh: bool = False, device="auto",
                           data=None, command: Optional[str] = None, preset: Optional[str] = None,
-                          progress: bool = True) -> Dict:
+                          progress: bool = True, shard=None) -> Dict:
     """Train each model once per seed (skipping those ``out`` already holds, unless ``fresh``), then summarise.
 
     ``out``: a JSON file (or a folder: ``DEFAULT_NAME`` inside it) rewritten after every
     finished model x seed; None keeps the result in memory. ``data``: x_train, y_train,
-    x_test, y_test tensors of 28x28 digits (default: ``load_dataset("mnist", config.source)``).
+    x_test, y_test tensors of 28x28 digits (default: ``load_dataset("mnist", config.source)``). ``shard``:
+    train only that shard of the grid (``capsedu.experiments.shared.grid``; it needs ``out``).
     """
     _, device, result, data = start_experiment(config, RobustnessConfig, out, DEFAULT_NAME, fresh, device, command,
-                                               preset, lambda runs: summarise(runs, config), data, progress)
+                                               preset, lambda runs: summarise(runs, config), data, progress,
+                                               shard=shard)
     sets = test_sets(data, config, device)
     strongest = f"affine@{max(config.strengths):g}"
     train = SimpleNamespace(x_train=sets["train"][0], y_train=sets["train"][1],
                             x_test=sets["val"][0], y_test=sets["val"][1])
-    for seed in config.seeds:
-        for name in config.models:
-            if result.find(model=name, seed=seed) is not None:
-                continue
-            torch.manual_seed(seed)  # the initial weights
-            model = make_model(name, config)
-            records, seconds = train_epochs(
-                model, train, config.max_epochs, seed, _tester(sets, strongest), _patience_stop(config.patience),
-                progress=progress, desc=f"{name} seed {seed}", batch_size=config.batch_size, lr=config.lr,
-                device=device, amp=config.amp, shift=config.max_shift,
-                loss=MODEL_LOSS[name], recon_weight=config.recon_weight)
-            result.add({"model": name, "seed": seed, "loss": MODEL_LOSS[name], "params": count_parameters(model),
-                        "seconds": round(seconds, 2), "epochs": records}, seconds)
+    for seed, name in result.todo(config.seeds, config.models):
+        torch.manual_seed(seed)  # the initial weights
+        model = make_model(name, config)
+        records, seconds = train_epochs(
+            model, train, config.max_epochs, seed, _tester(sets, strongest), _patience_stop(config.patience),
+            progress=progress, desc=f"{name} seed {seed}", batch_size=config.batch_size, lr=config.lr,
+            device=device, amp=config.amp, shift=config.max_shift,
+            loss=MODEL_LOSS[name], recon_weight=config.recon_weight)
+        result.add({"model": name, "seed": seed, "loss": MODEL_LOSS[name], "params": count_parameters(model),
+                    "seconds": round(seconds, 2), "epochs": records}, seconds)
     return result.finish()
 
 

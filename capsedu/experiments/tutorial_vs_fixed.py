@@ -140,24 +140,24 @@ def _train_fixed(model, train, sets, config: TutorialConfig, seed: int, device, 
 
 
 def tutorial_vs_fixed(config: TutorialConfig, out=None, fresh: bool = False, device="auto", data=None,
-                      command: Optional[str] = None, preset: Optional[str] = None, progress: bool = True) -> Dict:
-    """Train each model once per seed (skipping those ``out`` holds, unless ``fresh``); summarise."""
+                      command: Optional[str] = None, preset: Optional[str] = None, progress: bool = True,
+                      shard=None) -> Dict:
+    """Train each model once per seed (skipping those ``out`` holds, unless ``fresh``); summarise.
+    ``shard``: only that shard of the grid (``capsedu.experiments.shared.grid``)."""
     _, device, result, data = start_experiment(config, TutorialConfig, out, DEFAULT_NAME, fresh, device, command,
-                                               preset, lambda runs: summarise(runs, config), data, progress)
+                                               preset, lambda runs: summarise(runs, config), data, progress,
+                                               shard=shard)
     x_test, y_test = data.x_test[:config.n_test].to(device), data.y_test[:config.n_test].to(device)
     train = SimpleNamespace(x_train=data.x_train[:config.n_train].to(device),
                             y_train=data.y_train[:config.n_train].to(device), x_test=x_test, y_test=y_test)
-    for seed in config.seeds:
-        for name in config.models:
-            if result.find(model=name, seed=seed) is not None:
-                continue
-            torch.manual_seed(seed)   # the initial weights
-            model = (TutorialCapsNet() if name == "tutorial" else CapsNet()).to(device)
-            runner = _train_tutorial if name == "tutorial" else _train_fixed
-            records, missed, extra, seconds = runner(model, train, (x_test, y_test), config, seed, device,
-                                                     progress, f"{name} seed {seed}")
-            result.add({"model": name, "seed": seed, "params": count_parameters(model), "seconds": round(seconds, 2),
-                        "test": records[-1]["test"], "misses": {"test": missed}, **extra, "epochs": records}, seconds)
+    for seed, name in result.todo(config.seeds, config.models):
+        torch.manual_seed(seed)   # the initial weights
+        model = (TutorialCapsNet() if name == "tutorial" else CapsNet()).to(device)
+        runner = _train_tutorial if name == "tutorial" else _train_fixed
+        records, missed, extra, seconds = runner(model, train, (x_test, y_test), config, seed, device,
+                                                 progress, f"{name} seed {seed}")
+        result.add({"model": name, "seed": seed, "params": count_parameters(model), "seconds": round(seconds, 2),
+                    "test": records[-1]["test"], "misses": {"test": missed}, **extra, "epochs": records}, seconds)
     return result.finish()
 
 

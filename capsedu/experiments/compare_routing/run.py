@@ -220,42 +220,41 @@ class _Tester:
 
 def compare_routing(config: CompareConfig, out=None, fresh: bool = False, device="auto", data=None,
                     command: Optional[str] = None, preset: Optional[str] = None, progress: bool = True,
-                    return_models: bool = False) -> Dict:
+                    return_models: bool = False, shard=None) -> Dict:
     """Train each method once per seed (skipping those ``out`` holds, unless ``fresh``); summarise.
 
     ``out``: a JSON file (or a folder: ``DEFAULT_NAME`` inside) rewritten after every finished
     method x seed; None keeps the result in memory. ``data``: 28x28 digits as x_train, y_train,
     x_test, y_test (default: ``load_dataset("mnist", config.source)``). With ``return_models``
-    the result also holds "models": {method: model trained with the first seed} (not JSON).
+    the result also holds "models": {method: model trained with the first seed} (not JSON). ``shard``:
+    train only that shard of the grid (``capsedu.experiments.shared.grid``; it needs ``out``).
     """
     _, device, result, data = start_experiment(config, CompareConfig, out, DEFAULT_NAME, fresh, device, command,
-                                               preset, lambda runs: summarise(runs, config), data, progress)
+                                               preset, lambda runs: summarise(runs, config), data, progress,
+                                               shard=shard)
     sets = test_sets(data, config, device)
     train = SimpleNamespace(x_train=data.x_train[:config.n_train].to(device),
                             y_train=data.y_train[:config.n_train].to(device), x_test=sets["test"][0],
                             y_test=sets["test"][1])
     cost_x = sets["test"][0][:config.batch_size]
     models = {}
-    for seed in config.seeds:
-        for name in config.methods:
-            if result.find(method=name, seed=seed) is not None:
-                continue
-            torch.manual_seed(seed)  # the initial weights
-            model = make_model(name)
-            tester = _Tester(sets)
-            records, seconds = train_epochs(model, train, config.epochs, seed, tester, progress=progress,
-                                            desc=f"{name} seed {seed}", batch_size=config.batch_size, lr=config.lr,
-                                            lr_schedule="constant", device=device, amp=config.amp,
-                                            shift=config.shift, loss=LOSS.get(name, "margin"))
-            model.eval()
-            record = {"method": name, "seed": seed, "params": count_parameters(model), "seconds": round(seconds, 2),
-                      "epoch_seconds": [round(r["seconds"], 2) for r in records],
-                      "loss": LOSS.get(name, "margin"), "test": records[-1]["test"], "affine": records[-1]["affine"],
-                      "misses": tester.misses,
-                      **routing_cost(name, model, cost_x, config.cost_repeats), "epochs": records}
-            result.add(record, seconds)
-            if seed == config.seeds[0]:
-                models[name] = model
+    for seed, name in result.todo(config.seeds, config.methods, "method"):
+        torch.manual_seed(seed)  # the initial weights
+        model = make_model(name)
+        tester = _Tester(sets)
+        records, seconds = train_epochs(model, train, config.epochs, seed, tester, progress=progress,
+                                        desc=f"{name} seed {seed}", batch_size=config.batch_size, lr=config.lr,
+                                        lr_schedule="constant", device=device, amp=config.amp,
+                                        shift=config.shift, loss=LOSS.get(name, "margin"))
+        model.eval()
+        record = {"method": name, "seed": seed, "params": count_parameters(model), "seconds": round(seconds, 2),
+                  "epoch_seconds": [round(r["seconds"], 2) for r in records],
+                  "loss": LOSS.get(name, "margin"), "test": records[-1]["test"], "affine": records[-1]["affine"],
+                  "misses": tester.misses,
+                  **routing_cost(name, model, cost_x, config.cost_repeats), "epochs": records}
+        result.add(record, seconds)
+        if seed == config.seeds[0]:
+            models[name] = model
     output = result.finish()
     return {**output, "models": models} if return_models else output
 

@@ -8,15 +8,18 @@ rule: rerunning it with an existing ``--out`` resumes when the stored settings m
 starts over, other settings are a one-line error (``capsedu.experiments.shared.runs.resumable``).
 Before anything is created: every number within its bounds, ``--device``, ``--out`` (``output_path``),
 contradictory flags (``check_flags``) and the stored file; then ``--out`` is locked for the whole run.
+The grid of (model, seed) runs spreads over processes (``capsedu.experiments.shared.grid``):
+``--devices cpu,cpu`` starts one per device, ``--shard K/N`` (or torchrun's rank) runs one share,
+each into its own file beside ``--out`` (that file is the one locked), merged into ``--out`` at the end.
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import sys
 
 from capsedu import PRESET_NAMES, current_mode
+from capsedu.experiments.shared.grid import add_grid_arguments
 from capsedu.runtime.arguments import epochs_int, seed_int, threads_int
 
 __all__ = ["EXPERIMENTS", "add_fresh_argument", "add_run_arguments", "add_cli_arguments", "check_flags", "cli_main"]
@@ -56,6 +59,7 @@ def add_run_arguments(parser: argparse.ArgumentParser, presets, unit: str, epoch
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
     parser.add_argument("--threads", type=threads_int, default=2, help="CPU threads for torch")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_grid_arguments(parser)
 
 
 def add_cli_arguments(parser: argparse.ArgumentParser, command: str) -> None:
@@ -85,7 +89,8 @@ def cli_main(args) -> int:
 
     import torch
 
-    from capsedu.experiments.shared.runs import resumable, settings
+    from capsedu.experiments.shared import grid
+    from capsedu.experiments.shared.runs import check_out, settings
     from capsedu.runtime.device import resolve_device
     from capsedu.runtime.lock import OutputLock
     from capsedu.runtime.results import command_line, output_path
@@ -104,14 +109,21 @@ def cli_main(args) -> int:
         changes[epochs_field] = args.epochs
     config = dataclasses.replace(module.PRESETS[preset], **changes)
     check_flags(args)
-    resolve_device(args.device)                           # a device this machine lacks: an error now
+    shard = grid.choose(args)                             # --devices, --shard, torchrun: their clashes now
+    device = grid.shard_device(args.device, shard)
+    resolve_device(device)                                # a device this machine lacks: an error now
     out = None
     if args.out is not None:
         out = output_path(args.out, module.DEFAULT_NAME)  # a missing folder or an unwritable file: now, not after hours
-        resumable(out, settings(config), args.fresh)      # other settings or a damaged file: an error now
+        count = len(args.devices) if args.devices is not None else shard and shard.count
+        check_out(out, settings(config), args.fresh, count)  # other settings or a damaged file: an error now
+    command = command_line(getattr(args, "argv", [args.experiment]))
+    if args.devices is not None:                          # one process per device, each a shard; they merge
+        return grid.report(grid.launch(args, out, command), out, args.experiment)
     torch.set_num_threads(args.threads)
     progress = not args.no_progress
-    lock = OutputLock(out) if out is not None else contextlib.nullcontext()
+    lock = OutputLock(out if shard is None else grid.shard_path(out, shard)) if out is not None else \
+        contextlib.nullcontext()
     with lock, contextlib.redirect_stdout(sys.stderr):  # one writer of --out; stdout carries the JSON only
         data = None
         if hasattr(module, "estimate_seconds"):
@@ -119,14 +131,10 @@ def cli_main(args) -> int:
             from capsedu.speed.bench import about
             data = load_dataset("mnist", config.source, device="cpu", verbose=progress)
             if progress:
-                seconds = module.estimate_seconds(config, data, args.device)
+                seconds = module.estimate_seconds(config, data, device)
                 total = sum(seconds.values()) if isinstance(seconds, dict) else seconds
                 print(f"capsedu {args.experiment}: {len(config.seeds)} seed(s) x {getattr(config, epochs_field)} "
                       f"epochs; expected {about(total)} on this machine, measured now from a few steps")
-        result = getattr(module, runner)(config, out=out, fresh=args.fresh, device=args.device, data=data,
-                                         command=command_line(getattr(args, "argv", [args.experiment])),
-                                         preset=preset, progress=progress)
-    print(json.dumps(result, indent=1))
-    if out is not None:
-        print(f"capsedu {args.experiment}: wrote {out}", file=sys.stderr)
-    return 0
+        result = getattr(module, runner)(config, out=out, fresh=args.fresh, device=device, data=data,
+                                         command=command, preset=preset, progress=progress, shard=shard)
+    return grid.report(result, out, args.experiment)

@@ -7,7 +7,11 @@
 - ``ResultFile``: one record per model x seed, written to the JSON as soon as it finishes. The one
   resume rule: an existing file of the same settings resumes (its finished runs are skipped, and
   ``checkpoint`` gives each unfinished run a file to continue from); ``fresh`` starts over; other
-  settings are a one-line error naming them (``resumable``, which the command lines call first).
+  settings are a one-line error naming them (``resumable``; the command lines call ``check_out``
+  first). ``todo`` lists the runs left, in the order of the grid. With a ``shard`` (``--devices``,
+  ``--shard``, torchrun: ``capsedu.experiments.shared.grid``) the file is the shard's, beside
+  ``out``, under the same rule; the runs ``out`` holds are skipped, and ``finish`` merges the
+  shards into ``out`` once all are done.
   The file is the one stored-run format (``capsedu.runtime.stored``: version, schema, checksum);
   a damaged one is a one-line ``StoredRunError``. The file is locked (``OutputLock``) while the
   run writes it; its checkpoints folder has a manifest, and only the files it lists are deleted.
@@ -20,6 +24,7 @@
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import time
 import weakref
@@ -31,6 +36,7 @@ import torch
 from tqdm.auto import tqdm
 
 from capsedu.data.mnist import load_dataset
+from capsedu.experiments.shared.grid import GridShard, check_split, differences, merge_shards, record_key, shard_path
 from capsedu.runtime import results
 from capsedu.runtime.arguments import MAX_INT, MAX_SEED
 from capsedu.runtime.device import resolve_device
@@ -40,8 +46,8 @@ from capsedu.runtime.stored import StoredRunError, read_stored, write_stored
 from capsedu.training.evaluation import float_targets
 from capsedu.training.loop import epoch_record, start_run, train_epoch
 
-__all__ = ["check_config", "settings", "run_header", "start_experiment", "resumable", "ResultFile", "spread",
-           "spread_table", "train_epochs"]
+__all__ = ["check_config", "settings", "run_header", "start_experiment", "resumable", "check_out", "ResultFile",
+           "spread", "spread_table", "train_epochs"]
 
 
 def _is_int(v) -> bool:
@@ -84,31 +90,43 @@ def run_header(config, command: Optional[str], device, preset: Optional[str], se
 
 def start_experiment(config, kind: type, out, default_name: str, fresh: bool, device, command: Optional[str],
                      preset: Optional[str], summarise: Optional[Callable], data=None, progress: bool = True,
-                     settings_key: str = "settings", summary_key: str = "summary"):
+                     settings_key: str = "settings", summary_key: str = "summary", shard: Optional[GridShard] = None):
     """The preamble of every experiment: (path or None, device, ``ResultFile``, data).
 
     ``config`` must be a ``kind``; ``out`` (a file, or a folder for ``default_name``) is checked before
     any training; ``data`` defaults to ``load_dataset("mnist", config.source)`` on the CPU. The keys
-    name the settings and the summary in the file (two-digits: "config" and "table").
+    name the settings and the summary in the file (two-digits: "config" and "table"). With a ``shard``
+    (it needs ``out``) the ``ResultFile`` writes the shard's file; path is still ``out``'s.
     """
     if not isinstance(config, kind):
         article = "an" if kind.__name__[0] in "AEIOU" else "a"
         raise TypeError(f"config must be {article} {kind.__name__}, got {type(config).__name__}")
     path = results.output_path(out, default_name) if out is not None else None
+    if shard is not None and path is None:
+        raise ValueError(f"shard {shard} of the grid is written beside out, so it needs out")
     device = resolve_device(device)
     header = run_header(config, command, device, preset, settings_key)
-    resumable(path, header[settings_key], fresh, settings_key)  # other settings or a damaged file: now
+    check_out(path, header[settings_key], fresh, shard and shard.count, settings_key)  # a bad file: an error now
     if data is None:
         data = load_dataset("mnist", config.source, device="cpu", verbose=progress)
-    result = ResultFile(path, header, fresh, summarise, settings_key, summary_key)
-    return path, device, result, data
+    if shard is None:
+        return path, device, ResultFile(path, header, fresh, summarise, settings_key, summary_key), data
+    header["shard"] = {"index": shard.index, "count": shard.count, "of": path.name,
+                       "launcher": os.environ.get("CAPSEDU_GRID_LAUNCHER")}
+    return path, device, ResultFile(shard_path(path, shard), header, fresh, summarise, settings_key, summary_key,
+                                    main=path), data
 
 
-def _differences(old, new) -> str:
-    if not isinstance(old, dict):
-        return "it has no settings"
-    keys = [k for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
-    return "; ".join(f"{k}: {old.get(k)!r} there, {new.get(k)!r} here" for k in keys)
+def check_out(path, settings: Dict, fresh: bool = False, count: Optional[int] = None,
+              settings_key: str = "settings") -> None:
+    """What the command lines check before anything runs: ``resumable`` of ``path``, and with the grid
+    split into ``count`` shards of each shard file there too; no unfinished split into another count."""
+    if path is None:
+        return
+    resumable(path, settings, fresh, settings_key)
+    for k in range(count or 0):
+        resumable(shard_path(path, GridShard(k, count)), settings, fresh, settings_key)
+    check_split(path, count)
 
 
 def resumable(path, settings: Dict, fresh: bool = False, settings_key: str = "settings") -> Optional[Dict]:
@@ -123,7 +141,7 @@ def resumable(path, settings: Dict, fresh: bool = False, settings_key: str = "se
         raise StoredRunError(err.path, f"{err.what}; pass --fresh to start over (it replaces the file), "
                              "or use another --out") from None
     if old.get(settings_key) != settings:
-        raise ValueError(f"{path} holds a run with other settings ({_differences(old.get(settings_key), settings)}); "
+        raise ValueError(f"{path} holds a run with other settings ({differences(old.get(settings_key), settings)}); "
                          "pass --fresh to start over, or use another --out")
     return old
 
@@ -136,24 +154,37 @@ class ResultFile:
     is stamped ``started`` (the first run's date) and ``resumed`` (how many times). ``fresh=True``
     starts over. ``summarise(runs)`` -> the ``summary_key`` entry, recomputed after every run.
     ``replaced``: the records of the file a ``fresh`` run replaces (readable ones; else []).
+    A shard's file (``header["shard"]``: index, count) also skips the runs of ``main`` (the
+    ``--out`` file), unless it started ``fresh`` (a mark kept until the merge replaces ``main``).
     """
 
     def __init__(self, path: Optional[Path], header: Dict, fresh: bool = False,
                  summarise: Optional[Callable[[List[Dict]], object]] = None,
-                 settings_key: str = "settings", summary_key: str = "summary"):
+                 settings_key: str = "settings", summary_key: str = "summary", main: Optional[Path] = None):
         self.path, self.summarise, self.summary_key, self.fresh = path, summarise, summary_key, fresh
+        self.settings_key, self.main, self.grid, self.skip = settings_key, main, None, []
         self.data = {**header, "runs": [], summary_key: None, "seconds": 0.0}
         self.replaced, self.lock = [], None
         if path is None:
             return
         old = resumable(path, header[settings_key], fresh, settings_key)  # checked before the lock is taken
+        if main is not None:
+            shard = self.data["shard"] = dict(self.data["shard"])
+            shard["fresh"] = bool(fresh or (old or {}).get("shard", {}).get("fresh"))
+            skipped = None if shard["fresh"] else resumable(main, header[settings_key], False, settings_key)
+            self.skip = [record_key(r) for r in (skipped or {}).get("runs", [])]
+            if shard["fresh"] and main.is_file():  # what the merge will replace (multimnist's weights are ours)
+                try:
+                    self.replaced = read_stored(main, settings_key, resuming=True).get("runs", [])
+                except StoredRunError:
+                    pass
         self.lock = OutputLock(path).acquire()
         weakref.finalize(self, self.lock.release)  # an interrupted run (API use) lets go when it is dropped
         try:
             remove_stale_tmp(path)  # left by a killed writer (the lock says none is running)
             if fresh and path.is_file():
                 try:
-                    self.replaced = read_stored(path, settings_key, resuming=True).get("runs", [])
+                    self.replaced += read_stored(path, settings_key, resuming=True).get("runs", [])
                 except StoredRunError:
                     self.replaced = []
             if fresh:
@@ -176,6 +207,17 @@ class ResultFile:
     def find(self, **key) -> Optional[Dict]:
         """The finished record whose fields equal ``key`` (e.g. model="cnn", seed=0), or None."""
         return next((r for r in self.data["runs"] if all(r.get(k) == v for k, v in key.items())), None)
+
+    def todo(self, seeds: Sequence[int], names: Optional[Sequence[str]] = None,
+             key: str = "model") -> List[Tuple[int, Optional[str]]]:
+        """The (seed, name) runs to train here, in the grid's order (seed by seed, then ``names``; None:
+        one run per seed): not finished, and for a shard its own (run i if i mod N = K) not in ``main``."""
+        self.grid = [{"seed": s, **({} if n is None else {key: n})} for s in seeds for n in (names or [None])]
+        keys = self.grid
+        if self.main is not None:
+            index, count = self.data["shard"]["index"], self.data["shard"]["count"]
+            keys = [k for k in keys[index::count] if record_key(k) not in self.skip]
+        return [(k["seed"], k.get(key)) for k in keys if self.find(**k) is None]
 
     def _owned(self) -> OwnedFolder:
         return OwnedFolder(self.path.with_name(self.path.stem + ".ckpt"))
@@ -206,14 +248,23 @@ class ResultFile:
 
     def finish(self) -> Dict:
         """The summary of every run, written; the per-run checkpoints the run wrote go (every run is in
-        the JSON); the lock is released."""
+        the JSON); the lock is released. A shard's file is marked done (its checkpoints gone first, so
+        a merger never meets them), and the merged run is returned if this shard was the last."""
         if self.summarise is not None and self.data["runs"]:
             self.data[self.summary_key] = self.summarise(self.data["runs"])
-        self.save()
-        if self.path is not None:
-            self._owned().clear()
-            self.release()
-        return self.data
+        if self.main is None:
+            self.save()
+            if self.path is not None:
+                self._owned().clear()
+                self.release()
+            return self.data
+        self._owned().clear()
+        self.data["shard"]["done"] = True
+        if self.data["runs"] or self.path.is_file():  # else --out holds all its runs: no file needed
+            self.save()
+        self.release()
+        return merge_shards(self.main, self.data["shard"]["count"], self.settings_key, self.summary_key,
+                            self.summarise, self.grid) or self.data
 
     def release(self) -> None:
         """Let another writer have the file (``finish`` does it; an interrupted run's lock goes on exit)."""

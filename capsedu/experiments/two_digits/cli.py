@@ -5,7 +5,9 @@
   ``TwoDigitConfig``, checked before any work starts.
 - ``cli_main``: checks ``--out`` first, resumes from it by the rule every stored run follows
   (``capsedu.experiments.shared.runs.ResultFile``: finished runs are kept, an unfinished one
-  continues from its checkpoint, ``--fresh`` starts over), prints the JSON.
+  continues from its checkpoint, ``--fresh`` starts over), prints the JSON. ``--devices`` and
+  ``--shard`` (or torchrun) spread the grid of (model, seed) runs over processes, as for every
+  experiment (``capsedu.experiments.shared.grid``).
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from typing import Tuple
 
 from capsedu import AMP_CHOICES, SOURCES
 from capsedu.experiments.shared.arguments import add_fresh_argument
+from capsedu.experiments.shared.grid import add_grid_arguments
 from capsedu.experiments.two_digits.config import (
     INITS,
     LAYOUTS,
@@ -64,6 +67,7 @@ def add_cli_arguments(d) -> None:
     d.add_argument("--amp", choices=AMP_CHOICES, default=None, help="mixed precision")
     d.add_argument("--pair-seed", type=seed_int, default=None, help="seed of the test pairs")
     d.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_grid_arguments(d)
 
 
 def config_from_args(args) -> Tuple[str, TwoDigitConfig]:
@@ -80,12 +84,12 @@ def config_from_args(args) -> Tuple[str, TwoDigitConfig]:
 def cli_main(args) -> int:
     """Run the experiment for the command line; the JSON goes to stdout (and to ``--out``)."""
     import contextlib
-    import json
     import sys
 
     from capsedu.data.mnist import load_dataset
+    from capsedu.experiments.shared import grid
     from capsedu.experiments.shared.arguments import check_flags
-    from capsedu.experiments.shared.runs import resumable
+    from capsedu.experiments.shared.runs import check_out
     from capsedu.experiments.two_digits.run import DEFAULT_NAME, two_digit_experiment
     from capsedu.runtime.device import resolve_device
     from capsedu.runtime.lock import OutputLock
@@ -93,13 +97,17 @@ def cli_main(args) -> int:
 
     name, config = config_from_args(args)               # every check happens before any work
     check_flags(args)
-    device = resolve_device(args.device)
+    shard = grid.choose(args)                           # --devices, --shard, torchrun: their clashes now
+    device = resolve_device(grid.shard_device(args.device, shard))
     out = None if args.out is None else output_path(args.out, DEFAULT_NAME.format(preset=name))
-    resumable(out, config.as_dict(), args.fresh, "config")  # other settings, a damaged file: an error now
-    with OutputLock(out) if out is not None else contextlib.nullcontext():  # one writer of --out
+    count = len(args.devices) if args.devices is not None else shard and shard.count
+    check_out(out, config.as_dict(), args.fresh, count, "config")  # other settings, a damaged file: an error now
+    if args.devices is not None:                        # one process per device, each a shard; they merge
+        return grid.report(grid.launch(args, out, command_line(args.argv), "config"), out, "two-digits", 2)
+    mine = out if shard is None or out is None else grid.shard_path(out, shard)
+    with OutputLock(mine) if out is not None else contextlib.nullcontext():  # one writer of --out (or the shard's)
         with contextlib.redirect_stdout(sys.stderr):    # stdout carries the JSON only
             data = load_dataset("mnist", config.source, device=device, root=args.root, verbose=True)
-        result = two_digit_experiment(data, config, out=out, fresh=args.fresh, device=device,
+        result = two_digit_experiment(data, config, out=out, fresh=args.fresh, device=device, shard=shard,
                                       progress=not args.no_progress, command=command_line(args.argv), preset=name)
-    print(json.dumps(result, indent=2))
-    return 0
+    return grid.report(result, out, "two-digits", 2)

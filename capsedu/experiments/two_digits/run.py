@@ -106,7 +106,7 @@ def misses(model, x: torch.Tensor, y: torch.Tensor, tests) -> Dict[str, List[int
 
 def two_digit_experiment(data, config: TwoDigitConfig, out=None, fresh: bool = False, device="auto",
                          progress: bool = True, command: Optional[str] = None, preset: Optional[str] = None,
-                         return_models: bool = False) -> Dict:
+                         return_models: bool = False, shard=None) -> Dict:
     """Train each model of ``config`` once per seed on single digits; test on single digits and pairs.
 
     ``data``: x_train, y_train, x_test, y_test (images (N, 1, H, W), integer labels). Training
@@ -116,11 +116,13 @@ def two_digit_experiment(data, config: TwoDigitConfig, out=None, fresh: bool = F
     rewritten after every finished run and resumed when rerun (``fresh``: start over); each run
     keeps a checkpoint beside it until the file holds it. Returns the header (provenance,
     "config", "meta"), "runs", "table" and "seconds"; ``return_models`` adds "trained":
-    {model: [model per seed trained here]} (not JSON).
+    {model: [model per seed trained here]} (not JSON). ``shard``: train only that shard of the grid
+    (``capsedu.experiments.shared.grid``; it needs ``out``).
     """
     path, device, result, _ = start_experiment(config, TwoDigitConfig, out, DEFAULT_NAME.format(preset=preset or "run"),
                                                fresh, device, command, preset, lambda runs: _summary(config, runs),
-                                               data, progress, settings_key="config", summary_key="table")
+                                               data, progress, settings_key="config", summary_key="table",
+                                               shard=shard)
     _check_data(data)
     amp = resolve_amp(config.amp, device)
     x_train, y_train = data.x_train[:config.n_train].to(device), data.y_train[:config.n_train].to(device)
@@ -133,7 +135,7 @@ def two_digit_experiment(data, config: TwoDigitConfig, out=None, fresh: bool = F
                            "data": [getattr(data, "name", None), getattr(data, "source", None)]}
 
     # seed by seed, so that an interrupted run already compares every model on its first seeds
-    todo = [(m, s) for s in config.seeds for m in config.models if result.find(model=m, seed=s) is None]
+    todo = [(m, s) for s, m in result.todo(config.seeds, config.models)]
     total_epochs = sum(config.epochs[m] for m, _ in todo)
     bar = tqdm(total=total_epochs, desc="two-digit experiment", unit="epoch", disable=not progress)
     for name, seed in todo:
