@@ -1,0 +1,81 @@
+"""The routing step's cost alone, for each of chapter 10's methods, measured on a quiet machine.
+
+The stored comparison (``results/compare_routing.json``) times each network's routing once, right
+after its training, while other trainings shared the machine: its per-seed costs mix the step with
+the load. This script times the same step (``compare_routing.run.routing_cost``: forward, and
+forward + backward, on one batch of the comparison's size, its inputs detached, one CPU thread)
+in interleaved rounds, the methods in a rotated order each round, so that load drifting over the
+run falls on every method alike and the rounds pair up. Chapter 10 compares two methods round by
+round (the mean difference and its 95% interval, ``stats.paired_difference``).
+
+Fresh networks are timed, not the trained ones: the step's work depends on the shapes (capsules,
+iterations), not on the weights. The load average before and after is stored with the result.
+
+    python benchmarks/routing_cost.py [--rounds 20] [--repeats 3] [--batch 32] [--device cpu]
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+import torch
+
+from capsedu.core.params import count_parameters
+from capsedu.data.mnist import load_dataset
+from capsedu.experiments.compare_routing.run import METHODS, PRESETS, make_model, routing_cost
+from capsedu.runtime.device import resolve_device
+from capsedu.runtime.results import provenance
+
+FIELDS = ("routing_fwd_ms", "routing_fwd_bwd_ms")
+
+
+def measure(methods, batch, rounds, repeats, device, progress=True):
+    """{method: {"params", "routing_fwd_ms": [one per round], "routing_fwd_bwd_ms": [...]}}."""
+    x = load_dataset("mnist", source="sample", device=device, verbose=False).x_test[:batch]
+    models = {}
+    for name in methods:
+        torch.manual_seed(0)
+        models[name] = make_model(name).to(device).eval()  # eval: batch norm's statistics stay put
+    out = {name: {"params": count_parameters(m), **{f: [] for f in FIELDS}} for name, m in models.items()}
+    for r in range(rounds):
+        order = methods[r % len(methods):] + methods[:r % len(methods)]   # rotated: no method always first
+        for name in order:
+            cost = routing_cost(name, models[name], x, repeats)
+            for f in FIELDS:
+                out[name][f].append(cost[f])
+        if progress:
+            print(f"round {r + 1}/{rounds}: " + ", ".join(f"{n} {out[n]['routing_fwd_bwd_ms'][-1]:.2f} ms"
+                                                          for n in methods), file=sys.stderr, flush=True)
+    return out
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--rounds", type=int, default=20, help="interleaved rounds; chapter 10 pairs them")
+    p.add_argument("--repeats", type=int, default=3, help="timing repeats inside one round (the fastest counts)")
+    p.add_argument("--batch", type=int, default=PRESETS["long"].batch_size, help="images (the comparison's batch)")
+    p.add_argument("--methods", nargs="+", choices=tuple(METHODS), default=list(METHODS))
+    p.add_argument("--device", default="cpu")
+    a = p.parse_args(argv)
+    if a.rounds < 2 or a.repeats < 1 or a.batch < 1:
+        p.error("--rounds must be at least 2 (an interval needs two), --repeats and --batch at least 1")
+    device = resolve_device(a.device)
+    load_before = os.getloadavg()
+    t0 = time.perf_counter()
+    methods = measure(list(a.methods), a.batch, a.rounds, a.repeats, device)
+    result = {
+        "benchmark": "routing_cost",
+        **provenance("python benchmarks/routing_cost.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+                     str(device)),
+        "device": str(device), "batch": a.batch, "rounds": a.rounds, "repeats": a.repeats,
+        "threads_timed": 1 if device.type == "cpu" else None,
+        "load_average_before_after": [load_before, os.getloadavg()],
+        "seconds_total": round(time.perf_counter() - t0, 1),
+        "methods": methods,
+    }
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
