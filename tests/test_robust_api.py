@@ -5,13 +5,14 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from capsedu.core.capsnet import CapsNet, CapsNetConfig
+from capsedu.core.capsnet import CapsNet
 from capsedu.core.heads import CapsuleClassifier, PoolingClassifier
 from capsedu.core.layers import DenseCapsules, PrimaryCapsules, SharedCapsules
-from capsedu.core.losses import margin_loss, reconstruction_loss
+from capsedu.core.losses import margin_loss
 from capsedu.data.transforms import random_shift
 from capsedu.training.evaluation import evaluate, predict_lengths
 from capsedu.training.loop import fit
+from capsedu.training.pretrained import config_from_dict
 
 TINY = dict(conv_channels=8, primary_types=4, primary_dim=4, digit_dim=8, decoder_hidden=(32,))
 FAST = dict(device="cpu", progress=False)
@@ -47,9 +48,9 @@ def test_capsnet_rejects_bad_settings_at_construction(args, kwargs, error, match
 
 
 def test_config_from_dict_and_the_other_models():
-    assert CapsNetConfig.from_dict({"image_size": [28, 28], "decoder_hidden": [32]}).image_size == (28, 28)
+    assert config_from_dict({"image_size": [28, 28], "decoder_hidden": [32]}).image_size == (28, 28)
     with pytest.raises(ValueError, match="unknown CapsNetConfig field"):
-        CapsNetConfig.from_dict({"conv_channel": 8})
+        config_from_dict({"conv_channel": 8})
     for build, match in ((lambda: PoolingClassifier(num_classes=0), "num_classes"),
                          (lambda: CapsuleClassifier(squash_k=-1.0), "squash_k"),
                          (lambda: PrimaryCapsules(capsule_dim=0), "capsule_dim"),
@@ -64,10 +65,9 @@ def test_config_from_dict_and_the_other_models():
 def test_empty_batches_are_named():
     torch.manual_seed(0)
     model = CapsNet(**TINY)
-    cases = [(lambda: model(torch.rand(0, 1, 28, 28)), "batch >= 1"),
+    cases = [(lambda: model(torch.rand(0, 1, 28, 28)), "N >= 1"),
              (lambda: predict_lengths(model, torch.rand(0, 1, 28, 28)), "N >= 1"),
-             (lambda: margin_loss(torch.rand(0, 10), torch.zeros(0, dtype=torch.long)), "at least 1"),
-             (lambda: reconstruction_loss(torch.rand(0, 784), torch.rand(0, 1, 28, 28)), "at least one image"),
+             (lambda: margin_loss(torch.rand(0, 10), torch.zeros(0, dtype=torch.long)), "at least one example"),
              (lambda: predict_lengths(model, torch.rand(2, 1, 28, 28), batch_size=0), "batch_size")]
     for call, match in cases:
         with pytest.raises(ValueError, match=match) as err:

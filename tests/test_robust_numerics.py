@@ -24,53 +24,33 @@ def noise(n=32, seed=1):
 
 
 # ---------------------------------------------------------------- squash
-@pytest.mark.parametrize("dtype", DTYPES)
-def test_squash_length_below_one_with_finite_gradient_at_every_scale(dtype):
-    """From the smallest normal number to the dtype's largest, in 16-D vectors of random direction."""
-    info = torch.finfo(dtype)
+def test_squash_is_exact_in_the_range_its_docstring_states():
+    """Relative error below 1e-6 against float64 for 1e-5 < |s| < 1e18; length 1 to one float32 step above."""
     g = torch.Generator().manual_seed(0)
-    directions = torch.randn(64, 16, generator=g, dtype=torch.float64)
-    directions = directions / directions.abs().amax(dim=-1, keepdim=True)        # max |entry| = 1
-    scales = torch.logspace(math.log10(info.tiny), math.log10(info.max), 64, dtype=torch.float64).clamp(max=info.max)
-    s = (directions * scales[:, None]).to(dtype).requires_grad_(True)             # (64, 16)
-    assert torch.isfinite(s).all()
-    v = squash(s)
-    v.float().pow(2).sum().backward()
-    length = v.double().norm(dim=-1)
-    assert v.dtype == dtype and torch.isfinite(v).all() and torch.isfinite(s.grad).all()
-    assert (length >= 0).all() and (length < 1).all(), length.max().item()
-    assert length[-1] > 1 - 6 * info.eps                                          # huge: as close to 1 as it can be
-
-
-def test_squash_exact_for_the_lengths_that_used_to_overflow():
-    for value in (7e12, 2e19, 3e38):
-        v = squash(torch.full((16,), value))
-        assert v.norm().item() == pytest.approx(1.0, abs=1e-6), value            # was 0.0, NaN, NaN
-        assert torch.allclose(v / v.norm(), torch.full((16,), 0.25))              # direction kept
-    s = torch.full((8,), 65504.0, dtype=torch.float16, requires_grad=True)        # fp16's largest
-    squash(s).sum().backward()
-    assert torch.isfinite(s.grad).all()
-
-
-def test_squash_relative_error_against_float64_from_tiny_to_huge():
-    g = torch.Generator().manual_seed(0)
-    s = torch.randn(200, 16, generator=g) * torch.logspace(-3, 30, 200)[:, None]  # float32
+    s = torch.randn(2000, 16, generator=g) * torch.logspace(-5, 18, 2000)[:, None] / 4     # |s| ~ 1e-5 .. 1e18
     n = s.double().norm(dim=-1, keepdim=True)
     for k in (1.0, 0.5):
         exact = s.double() * n / (k + n**2)
-        assert ((squash(s, k=k).double() - exact).abs() / exact.abs().clamp(min=1e-300)).max() < 1e-5
-    tiny = torch.full((16,), 1e-30)                                               # length 4e-30
-    assert squash(tiny).norm().item() < 1e-36                                     # exact: 1.6e-59
+        v = squash(s, k=k).double()
+        assert ((v - exact).norm(dim=-1) / exact.norm(dim=-1)).max() < 1e-6
+        assert (v.norm(dim=-1) < 1 + 2 * torch.finfo(torch.float32).eps).all()
+    assert squash(torch.full((16,), 5000.0 / 4)).norm().item() == pytest.approx(1.0, abs=1.2e-7)
 
 
-@pytest.mark.parametrize("kwargs, error, match", [
-    (dict(eps=0.0), ValueError, "eps"), (dict(eps=-1e-8), ValueError, "eps"), (dict(eps=float("nan")), ValueError, "eps"),
-    (dict(k=0), ValueError, "k must be"), (dict(k=-1.0), ValueError, "k must be"), (dict(k=float("inf")), ValueError, "k must be"),
-    (dict(k="1"), TypeError, "k must be"), (dict(k=True), TypeError, "k must be"),
-])
-def test_squash_rejects_bad_k_and_eps(kwargs, error, match):
-    with pytest.raises(error, match=match):
-        squash(torch.ones(3), **kwargs)
+def test_squash_sums_squares_in_float32_which_half_precision_needs():
+    """The one numerical guard: float16's sum of squares overflows at |s| = 256, bfloat16's loses 3 digits."""
+    s = torch.full((16,), 75.0, dtype=torch.float16, requires_grad=True)                # |s| = 300
+    assert torch.isinf(s.detach().pow(2).sum())                                          # what a float16 sum gives
+    v = squash(s)
+    v.float().sum().backward()
+    assert v.dtype == torch.float16 and v.float().norm().item() == pytest.approx(300**2 / (1 + 300**2), abs=1e-3)
+    assert torch.isfinite(s.grad).all()
+    b = (torch.randn(100, 16, generator=torch.Generator().manual_seed(1)) * 3).bfloat16()
+    n = b.double().norm(dim=-1, keepdim=True)
+    exact = b.double() * n / (1 + n**2)
+    rel = lambda v: ((v.double() - exact).norm(dim=-1) / exact.norm(dim=-1)).max().item()  # noqa: E731
+    naive = b * b.pow(2).sum(-1, keepdim=True).sqrt() / (1 + b.pow(2).sum(-1, keepdim=True))
+    assert rel(squash(b)) < 2 ** -8 < rel(naive)                                         # bf16 output rounding only
 
 
 # ---------------------------------------------------------------- NaN images

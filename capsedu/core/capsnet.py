@@ -14,18 +14,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from capsedu.core.checks import check_count, check_number
+from capsedu.core.checks import as_multi_hot, check_images, check_sizes
 from capsedu.core.layers import DenseCapsules, PrimaryCapsules
-from capsedu.core.losses import as_multi_hot
 from capsedu.core.routing import ROUTING_MODES
 from capsedu.core.squashing import safe_norm
 
 __all__ = ["CapsNetConfig", "CapsNet", "Decoder"]
 
-
-# The largest CapsNet built (about 4 GB of float32 weights): a stored config asking for more is an error,
-# not an allocation that exhausts the machine.
-MAX_PARAMETERS = 1_000_000_000
+MAX_PARAMETERS = 1_000_000_000  # about 4 GB of float32 weights: more is a typo, not an allocation to try
 
 
 def _conv_out(size: int, kernel: int, stride: int = 1) -> int:
@@ -52,22 +48,15 @@ class CapsNetConfig:
 
     def __post_init__(self):
         """Every field checked once, here, so a bad value fails at construction with its name."""
-        if isinstance(self.image_size, int) and not isinstance(self.image_size, bool):
-            object.__setattr__(self, "image_size", (self.image_size,) * 2)
-        for name in ("image_size", "decoder_hidden"):  # lists (from JSON or a checkpoint) back to tuples
-            value = getattr(self, name)
-            if not isinstance(value, (tuple, list)) or (name == "image_size" and len(value) != 2):
-                want = "(height, width)" if name == "image_size" else "a sequence of layer widths"
-                raise ValueError(f"CapsNetConfig: {name} must be {want}, got {value!r}")
-            object.__setattr__(self, name, tuple(value))
-            for v in value:
-                check_count(v, f"CapsNetConfig: each of {name}")
-        for name in ("in_channels", "conv_channels", "conv_kernel", "primary_types", "primary_dim",
-                     "primary_kernel", "primary_stride", "num_classes", "digit_dim", "iterations"):
-            check_count(getattr(self, name), f"CapsNetConfig: {name}")
+        size = self.image_size
+        object.__setattr__(self, "image_size", tuple(size) if isinstance(size, (tuple, list)) else (size, size))
+        object.__setattr__(self, "decoder_hidden", tuple(self.decoder_hidden))  # lists from JSON back to tuples
         if self.routing not in ROUTING_MODES:
             raise ValueError(f"CapsNetConfig: unknown routing mode {self.routing!r}; expected one of {ROUTING_MODES}")
-        check_number(self.squash_k, "CapsNetConfig: squash_k")
+        if len(self.image_size) != 2:
+            raise ValueError(f"CapsNetConfig: image_size must be (height, width), got {self.image_size!r}")
+        check_sizes("CapsNetConfig", self.squash_k, **{f.name: getattr(self, f.name) for f in fields(self)
+                                                       if f.name not in ("routing", "squash_k")})
         if min(self.primary_grid) < 1:
             raise ValueError(f"CapsNetConfig: image_size {self.image_size} is too small for a "
                              f"{self.conv_kernel}x{self.conv_kernel} and a {self.primary_kernel}x"
@@ -75,16 +64,6 @@ class CapsNetConfig:
         if self.parameter_count > MAX_PARAMETERS:
             raise ValueError(f"CapsNetConfig: these sizes make {self.parameter_count:,} parameters, more than "
                              f"the {MAX_PARAMETERS:,} capsedu builds (the paper's CapsNet has 8,215,568)")
-
-    @classmethod
-    def from_dict(cls, values) -> "CapsNetConfig":
-        """The config stored in a checkpoint or in the pretrained weights' file; unknown keys are an error."""
-        if not isinstance(values, dict):
-            raise TypeError(f"a CapsNet config must be a dict of CapsNetConfig fields, got {type(values).__name__}")
-        unknown = set(values) - {f.name for f in fields(cls)}
-        if unknown:
-            raise ValueError(f"unknown CapsNetConfig field(s) {sorted(unknown)}")
-        return cls(**values)
 
     @property
     def parameter_count(self) -> int:
@@ -150,32 +129,21 @@ class CapsNet(nn.Module):
                                     c.iterations, c.routing, c.squash_k)
         self.decoder = Decoder(c.num_classes, c.digit_dim, c.decoder_hidden, (c.in_channels, *c.image_size))
 
-    def _check_images(self, x) -> None:
-        c = self.config
-        want = (c.in_channels, *c.image_size)
-        if not isinstance(x, torch.Tensor):
-            raise TypeError(f"CapsNet expects a torch.Tensor of images, got {type(x).__name__}")
-        if x.dim() != 4 or tuple(x.shape[1:]) != want or len(x) == 0:
-            raise ValueError(f"CapsNet expects images of shape (batch, {', '.join(map(str, want))}) with "
-                             f"batch >= 1, got {tuple(x.shape)}")
-        if not x.is_floating_point():
-            raise TypeError(f"CapsNet expects floating-point images in [0, 1], got dtype {x.dtype}")
-
     def capsules(self, x: torch.Tensor, return_history: bool = False):
-        """Images -> digit capsules (B, C, D) [, routing history], without the decoder."""
-        self._check_images(x)
-        weight = self.conv1.weight
-        if x.dtype != weight.dtype and not torch.is_autocast_enabled(x.device.type):
-            x = x.to(weight.dtype)  # e.g. fp16 or fp64 images into a float32 model: the model's precision
+        """Images (B, C, H, W) -> digit capsules (B, 10, 16) [, routing history]: all but the decoder."""
+        check_images(x, "CapsNet: images", (self.config.in_channels, *self.config.image_size))
+        if not torch.is_autocast_enabled(x.device.type):
+            x = x.to(self.conv1.weight.dtype)                       # e.g. float64 images into a float32 model
         features = F.relu(self.conv1(x))                            # (B, 256, 20, 20)
         primary = self.primary(features)                            # (B, 1152, 8)
         return self.digits(primary, return_history)                 # (B, 10, 16)
 
     def forward(self, x: torch.Tensor, labels: Optional[torch.Tensor] = None):
+        """Images -> (digit capsules (B, 10, 16), their lengths (B, 10), reconstructions (B, 1, 28, 28))."""
         digit = self.capsules(x)                                    # (B, 10, 16)
-        lengths = safe_norm(digit, dim=-1)                          # (B, 10)
-        if labels is None:  # inference: keep the longest capsule
+        lengths = safe_norm(digit, dim=-1)                          # |v_j|: (B, 10)
+        if labels is None:  # inference: the decoder sees the longest capsule
             mask = F.one_hot(lengths.argmax(dim=1), self.config.num_classes)
-        else:               # training: keep the true class(es), never the prediction
+        else:               # training: the true class(es), never the prediction
             mask = as_multi_hot(labels, x.shape[0], self.config.num_classes, x.device)
-        return digit, lengths, self.decoder(digit, mask)            # recon (B, 1, 28, 28)
+        return digit, lengths, self.decoder(digit, mask)

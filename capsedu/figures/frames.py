@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from capsedu.core.capsnet import CapsNet
-from capsedu.core.checks import check_images
+from capsedu.core.checks import check_finite
 from capsedu.core.routing import dynamic_routing
 from capsedu.core.squashing import NORM_COMPRESSIONS, compress, safe_norm, squash
 
@@ -89,7 +89,7 @@ def capsnet_images(model, images, who: str) -> torch.Tensor:
     if x.dim() != 4 or tuple(x.shape[1:]) != want or len(x) == 0:
         raise ValueError(f"{who}: expected images of shape (N, {', '.join(map(str, want))}) with N >= 1, "
                          f"or one image {want}, got {tuple(images.shape)}")
-    check_images(x.float(), f"{who}: images")
+    check_finite(x.float(), f"{who}: images")
     return x.float()
 
 

@@ -4,7 +4,7 @@
 measured to pay off, and a test checks that both give the same capsules and the
 same gradients:
 
-- ``fused_routing``: ``routing.routing_loop`` itself, compiled with ``torch.compile``
+- ``fused_routing``: ``capsedu.core.routing.dynamic_routing`` itself, compiled with ``torch.compile``
   into a few fused kernels (the eager loop launches ~10 small operations per
   iteration). ``detach_inner=True`` stops gradients through all but the last
   iteration, as several public implementations do; that changes the gradients, so
@@ -22,14 +22,14 @@ import warnings
 import torch
 from torch import nn
 
-from capsedu.core.routing import check_routing_args, full_range, routing_loop
+from capsedu.core.routing import dynamic_routing
 
 __all__ = ["fused_routing", "accelerate"]
 
 
 @functools.lru_cache(maxsize=None)
 def _compiled_loop():
-    return torch.compile(routing_loop, fullgraph=True)
+    return torch.compile(dynamic_routing, fullgraph=True)
 
 
 # Each iteration count, mode, precision and grad mode is its own graph (the loop is
@@ -47,35 +47,34 @@ def _dispatch_mode_active() -> bool:
 _compile_failed = False
 
 
-def fused_routing(u_hat: torch.Tensor, iterations: int = 3, mode: str = "hinton", squash_k: float = 1.0,
-                  detach_inner: bool = False, compile: bool = True) -> torch.Tensor:
-    """Same contract as ``dynamic_routing(u_hat, iterations, mode, squash_k=...)`` (no history).
+def fused_routing(u_hat: torch.Tensor, iterations: int = 3, mode: str = "hinton", return_history: bool = False,
+                  squash_k: float = 1.0, detach_inner: bool = False, compile: bool = True) -> torch.Tensor:
+    """``dynamic_routing(u_hat, iterations, mode, squash_k=...)``, compiled (it keeps no history).
 
-    With ``compile=True`` the first call compiles ``routing.routing_loop`` (seconds). It
-    compiles again for a new number of capsules, mode, iteration count, precision or grad
-    mode, but not for a new batch size. If compilation fails (no C++ compiler, an
-    unsupported platform, too many variants) it warns once and runs the loop eagerly.
+    With ``compile=True`` the first call compiles ``dynamic_routing`` (seconds). It compiles
+    again for a new number of capsules, mode, iteration count, precision or grad mode, but
+    not for a new batch size. If compilation fails (no C++ compiler, an unsupported
+    platform, too many variants) it warns once and runs the loop eagerly.
     """
     global _compile_failed
-    check_routing_args(u_hat, iterations, mode)
-    u = u_hat.transpose(1, 2).contiguous()                          # free when stored as capsedu's layers do
+    if return_history:
+        raise ValueError("fused_routing keeps no history; call capsedu.core.routing.dynamic_routing for it")
+    dynamic_routing(u_hat[:0], iterations, mode)  # its argument check, eagerly, on an empty batch (no work)
     # Without autograd, detaching changes nothing: one compiled variant fewer.
-    detach = bool(detach_inner) and torch.is_grad_enabled()
-    with full_range(u) as u:
-        args = (u, iterations, mode, float(squash_k), detach)
-        if compile and not _compile_failed and not _dispatch_mode_active():
-            # One kernel for every batch size (training batches, a smaller last batch,
-            # evaluation batches) rather than one compilation per size.
-            torch._dynamo.maybe_mark_dynamic(u, 0)
-            limit = max(RECOMPILE_LIMIT, torch._dynamo.config.recompile_limit)
-            try:
-                with torch._dynamo.config.patch(recompile_limit=limit):
-                    return _compiled_loop()(*args).to(u_hat.dtype)
-            except Exception as err:  # compilation problems surface at the first call
-                _compile_failed = True
-                warnings.warn(f"capsedu.speed.fast: torch.compile failed ({type(err).__name__}: {err}); "
-                              "routing runs eagerly instead", RuntimeWarning, stacklevel=2)
-        return routing_loop(*args).to(u_hat.dtype)
+    args = (u_hat, iterations, mode, False, float(squash_k), bool(detach_inner) and torch.is_grad_enabled())
+    if compile and not _compile_failed and not _dispatch_mode_active():
+        # One kernel for every batch size (training batches, a smaller last batch,
+        # evaluation batches) rather than one compilation per size.
+        torch._dynamo.maybe_mark_dynamic(u_hat, 0)
+        limit = max(RECOMPILE_LIMIT, torch._dynamo.config.recompile_limit)
+        try:
+            with torch._dynamo.config.patch(recompile_limit=limit):
+                return _compiled_loop()(*args)
+        except Exception as err:  # compilation problems surface at the first call
+            _compile_failed = True
+            warnings.warn(f"capsedu.speed.fast: torch.compile failed ({type(err).__name__}: {err}); "
+                          "routing runs eagerly instead", RuntimeWarning, stacklevel=2)
+    return dynamic_routing(*args)
 
 
 def accelerate(model: nn.Module, compile_routing: bool = True, detach_inner: bool = False,

@@ -14,8 +14,8 @@ from typing import Dict, Tuple
 import torch
 import torch.nn.functional as F
 
-from capsedu.core.checks import check_count, check_images
-from capsedu.core.losses import check_targets, margin_loss
+from capsedu.core.checks import check_count, check_finite, check_images, check_targets
+from capsedu.core.losses import margin_loss
 from capsedu.runtime.device import autocast, resolve_amp, resolve_device
 
 __all__ = ["evaluate", "predict_lengths", "count_correct", "set_hits", "set_border", "float_targets"]
@@ -85,6 +85,7 @@ def predict_lengths(model, x: torch.Tensor, batch_size: int = 500, device="auto"
     ``device="auto"`` keeps the model where it is; any other device moves it there.
     """
     check_images(x, "x")
+    check_finite(x, "x")
     check_count(batch_size, "batch_size")
     if device == "auto":
         device = next(model.parameters()).device

@@ -26,8 +26,8 @@ import torch
 from tqdm.auto import tqdm
 
 from capsedu import LR_SCHEDULES
-from capsedu.core.checks import check_count, check_images, check_number
-from capsedu.core.losses import check_targets, margin_loss, reconstruction_loss
+from capsedu.core.checks import check_count, check_finite, check_images, check_number, check_targets
+from capsedu.core.losses import margin_loss, reconstruction_loss
 from capsedu.data.transforms import random_shift
 from capsedu.runtime.checkpoints import (
     CHECKPOINT_FORMAT,
@@ -141,6 +141,7 @@ def start_run(model, data, epochs: int, batch_size: int = 128, lr: float = 1e-3,
     classes = getattr(config, "num_classes", 10)
     for split, x, y in (("train", x_train, y_train), ("test", x_test, y_test)):  # once, up front
         check_images(x, f"x_{split}")
+        check_finite(x, f"x_{split}")
         check_targets(y, len(x), classes, f"y_{split}")
     n = len(x_train)
     meta = {"batch_size": batch_size, "lr": float(lr), "lr_decay": float(lr_decay), "decay_steps": decay_steps,

@@ -12,6 +12,7 @@
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from importlib import resources
 from pathlib import Path
@@ -44,15 +45,25 @@ def weights_info() -> Dict:
 
 
 
+def config_from_dict(values) -> CapsNetConfig:
+    """The CapsNetConfig stored in a checkpoint or in the pretrained weights' file; unknown keys are an error."""
+    if not isinstance(values, dict):
+        raise TypeError(f"a CapsNet config must be a dict of CapsNetConfig fields, got {type(values).__name__}")
+    unknown = set(values) - {f.name for f in dataclasses.fields(CapsNetConfig)}
+    if unknown:
+        raise ValueError(f"unknown CapsNetConfig field(s) {sorted(unknown)}")
+    return CapsNetConfig(**values)
+
+
 def capsnet_from_state(config, state, source: str) -> CapsNet:
     """A CapsNet built from a stored config (dict) and loaded with ``state``; ``source`` names the file.
 
     The weights' shapes are compared with those the config implies (on the meta device, where
     nothing is allocated) before anything is built, so a damaged or hand-edited config cannot
-    make capsedu allocate gigabytes; CapsNetConfig refuses absurd sizes in any case.
+    make capsedu allocate gigabytes.
     """
     try:
-        config = CapsNetConfig.from_dict(config)
+        config = config_from_dict(config)
     except (TypeError, ValueError) as err:
         raise ValueError(f"{source} holds an invalid CapsNet config: {err}") from None
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):

@@ -24,7 +24,8 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
 
-from capsedu.core.heads import CapsuleClassifier, keras_init_
+from capsedu.core.heads import CapsuleClassifier
+from capsedu.experiments.shared.keras_init import keras_init_
 from capsedu.core.params import count_parameters
 from capsedu.core.routing import dynamic_routing
 from capsedu.data.transforms import affine_test_set

@@ -21,7 +21,8 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from capsedu.core.heads import CapsuleClassifier, PoolingClassifier, keras_init_
+from capsedu.core.heads import CapsuleClassifier, PoolingClassifier
+from capsedu.experiments.shared.keras_init import keras_init_
 from capsedu.core.params import count_parameters
 from capsedu.data.pairs import overlapping_pairs, two_digit_pairs
 from capsedu.experiments.shared.runs import spread_table, start_experiment
