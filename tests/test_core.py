@@ -6,7 +6,7 @@ import torch
 
 from capsedu.core.capsnet import CapsNet, Decoder
 from capsedu.core.heads import CapsuleClassifier, PoolingClassifier
-from capsedu.core.layers import DenseCapsules, PrimaryCapsules, SharedCapsules
+from capsedu.core.layers import DenseCapsules, PrimaryCapsules, RoutedCapsules, SharedCapsules
 from capsedu.core.losses import margin_loss, reconstruction_loss
 from capsedu.core.params import count_parameters
 from capsedu.figures.parameters import parameter_table
@@ -49,7 +49,7 @@ def test_squash_matches_formula_and_is_shorter_than_one():
 
 
 # What the chapters print, as the package has it (chapters 2-5 show inspect.getsource of each).
-PRINTED = [squash, safe_norm, dynamic_routing, PrimaryCapsules, DenseCapsules, Decoder, CapsNet.capsules,
+PRINTED = [squash, safe_norm, dynamic_routing, PrimaryCapsules, RoutedCapsules, DenseCapsules, Decoder, CapsNet.capsules,
            CapsNet.forward, margin_loss, reconstruction_loss]
 
 

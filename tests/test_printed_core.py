@@ -11,8 +11,9 @@ BOOK = Path(__file__).resolve().parents[1] / "book"
 
 # definition -> the chapter that prints it and explains it in the text around the listing
 PRINTED = {"squash": "02_capsule", "safe_norm": "02_capsule", "dynamic_routing": "03_routing",
-           "PrimaryCapsules": "04_architecture", "DenseCapsules": "04_architecture", "Decoder": "04_architecture",
-           "margin_loss": "05_training", "reconstruction_loss": "05_training", "CapsNet.forward": "05_training"}
+           "PrimaryCapsules": "04_architecture", "RoutedCapsules": "04_architecture", "DenseCapsules": "04_architecture", "Decoder": "04_architecture",
+           "margin_loss": "05_training", "reconstruction_loss": "05_training", "CapsNet.capsules": "05_training",
+           "CapsNet.forward": "05_training"}
 # Worked computations that share a name with a definition on purpose: they are not copies of the package.
 ALLOWED = {("03_routing", "route_by_hand"): "one example, every intermediate value, Procedure 1 by hand",
            ("11_tutorial_code", "*"): "the tutorial's own code, re-created to show its errors"}

@@ -45,7 +45,7 @@ class PrimaryCapsules(nn.Module):
 
 
 class RoutedCapsules(nn.Module):
-    """A layer of capsules that vote (``predictions``) and are routed: what the two layers below share."""
+    """Capsules that vote (``predictions``) and are routed: what DenseCapsules and SharedCapsules share."""
 
     def __init__(self, iterations, routing, squash_k, **sizes):
         super().__init__()
