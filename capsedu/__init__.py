@@ -44,7 +44,8 @@ MODES = ("smoke", "quick", "gpu", "full")
 PRESET_NAMES = (*MODES, "long")             # every stored-run experiment's presets (long: the stored CPU run)
 SOURCES = ("auto", "sample", "full", "idx")  # where MNIST comes from (capsedu.data.mnist.load_dataset)
 AMP_CHOICES = ("auto", "bf16", "fp16", "off")  # mixed precision (capsedu.runtime.device.resolve_amp)
-LR_SCHEDULES = ("step", "constant", "cosine")  # the learning rate over a run (capsedu.training.loop.fit)
+LR_SCHEDULES = ("step", "constant", "cosine")  # the learning rate over a run (capsedu.training.config.TrainConfig)
+LOSSES = ("capsnet", "margin", "cross_entropy", "spread")  # what fit trains with (capsedu.training.objectives)
 
 
 def current_mode() -> str:

@@ -7,8 +7,8 @@
 - ``two-digits``: Su Jianlin's two-digit experiment (train on single digits, test on
   pairs), with the book's settings for a mode (``--preset``); the results as JSON.
 - ``robustness``, ``ablation``, ``multimnist``: chapter 9's reruns of the paper's three
-  experiments, and ``compare-routing``: chapter 10's four routing methods on one budget (all four
-  in ``capsedu.experiments.shared.arguments``); JSON on stdout and in ``--out``.
+  experiments, and ``compare-routing``: chapter 10's routing methods on one budget (these four
+  commands in ``capsedu.experiments.shared.arguments``); JSON on stdout and in ``--out``.
 
 One resume rule for every command that writes a stored run (``train`` and all of the above):
 rerunning it with an existing ``--out`` resumes when the stored settings match, ``--fresh``
@@ -30,9 +30,8 @@ import argparse
 import os
 import sys
 
-from capsedu import AMP_CHOICES, SOURCES
-from capsedu.runtime.arguments import (CommandParser, HelpFormatter, batch_int, epochs_int, float_in, int_in,
-                                       positive_int, seed_int)
+from capsedu import SOURCES
+from capsedu.runtime.arguments import CommandParser, HelpFormatter, batch_int, int_in, positive_int
 
 __all__ = ["main", "build_parser"]
 
@@ -57,23 +56,15 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Train CapsNet (Sabour et al., 2017). Rerun the same command to resume "
                        "(--fresh starts over).")
     data_args(t, "auto")
-    t.add_argument("--epochs", type=epochs_int, default=10, help="passes over the training set")
-    t.add_argument("--batch-size", type=batch_int, default=128, help="images per step")
-    t.add_argument("--lr", type=float_in(0, 10, "a positive learning rate"), default=1e-3,
-                   help="Adam learning rate (x0.96 every 2,000 steps)")
+    from capsedu.training.config import add_config_arguments
+    add_config_arguments(t)  # --epochs, --batch-size, --lr, ..., --amp, --compile: TrainConfig's fields
     t.add_argument("--routing", choices=("hinton", "su"), default="hinton", help="routing update")
     t.add_argument("--iterations", type=int_in(1, 100), default=3, help="routing iterations")
     t.add_argument("--out", default="runs/capsnet", help="folder for checkpoint.pt and metrics.json "
                    "(created, with its parents, once every argument is checked); one writer at a time")
     from capsedu.experiments.shared.arguments import add_fresh_argument
     add_fresh_argument(t)
-    t.add_argument("--amp", choices=AMP_CHOICES, default="auto",
-                   help="mixed precision; auto: bf16 where the device has it natively (CUDA 8.0+, CPUs with "
-                   "AVX512-BF16/AMX), fp16 with a GradScaler on CUDA 7.x (T4, V100), else off")
-    t.add_argument("--compile", action="store_true", help="wrap the model in torch.compile")
     t.add_argument("--fast", action="store_true", help="capsedu.speed.fast: fused routing, channels-last on CUDA")
-    t.add_argument("--seed", type=seed_int, default=0, help="initial weights, shuffling and shifts")
-    t.add_argument("--shift", type=int_in(0, 14), default=2, help="random shift augmentation, pixels")
     t.add_argument("--limit", type=positive_int, default=None, help="train on the first N images only")
     t.add_argument("--no-progress", action="store_true", help="no progress bars")
     t.set_defaults(func=cmd_train)

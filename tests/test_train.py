@@ -2,6 +2,9 @@
 
 Everything runs on the CPU in well under a minute: tiny CapsNets, a few hundred digits.
 """
+import dataclasses
+from dataclasses import fields
+import inspect
 import json
 import math
 import os
@@ -15,10 +18,11 @@ from torch import nn
 
 import capsedu.core.capsnet
 import capsedu.training.loop
-from capsedu import cli
+from capsedu import LR_SCHEDULES, cli
 from capsedu.core.capsnet import CapsNet
 from capsedu.runtime.checkpoints import CheckpointError, load_checkpoint, save_atomic
 from capsedu.training.evaluation import count_correct, evaluate
+from capsedu.training.config import TrainConfig
 from capsedu.training.loop import fit
 
 TINY = dict(conv_channels=8, primary_types=4, primary_dim=4, digit_dim=8, decoder_hidden=(32,))
@@ -125,6 +129,44 @@ def test_resume_is_bit_exact(noise, tmp_path):
         fit(tiny_capsnet(), noise, epochs=3, batch_size=8, checkpoint=b, **FAST)
 
 
+@pytest.mark.parametrize("written", LR_SCHEDULES)
+def test_a_run_written_with_one_lr_schedule_refuses_to_resume_under_another(noise, tmp_path, written):
+    path = str(tmp_path / "ckpt.pt")
+    fit(tiny_capsnet(), noise, epochs=1, batch_size=16, lr_schedule=written, checkpoint=path, **FAST)
+    for other in set(LR_SCHEDULES) - {written}:
+        with pytest.raises(CheckpointError, match=f"lr_schedule: '{written}' -> '{other}'"):
+            fit(tiny_capsnet(), noise, epochs=2, batch_size=16, lr_schedule=other, checkpoint=path, **FAST)
+
+
+def test_every_same_run_setting_is_checked_on_resume(noise, tmp_path):
+    """No TrainConfig field marked same_run can be left out of the resume check: change each in turn."""
+    path = str(tmp_path / "ckpt.pt")
+    base = TrainConfig(epochs=1, batch_size=16, checkpoint=path, **FAST)
+    fit(tiny_capsnet(), noise, base)
+    for f in fields(TrainConfig):
+        value = getattr(base, f.name)
+        if not f.metadata["same_run"]:
+            continue
+        other = next(c for c in f.metadata["choices"] if c != value) if "choices" in f.metadata else \
+            value + 1 if f.type == "int" else value / 2
+        with pytest.raises(CheckpointError, match=f"{f.name}: "):
+            fit(tiny_capsnet(), noise, base, epochs=2, **{f.name: other})
+
+
+def test_fit_takes_one_config_and_overrides(noise):
+    params = inspect.signature(fit).parameters.values()
+    assert len([p for p in params if p.kind != p.VAR_KEYWORD]) <= 4
+    with pytest.raises(TypeError, match="unknown setting.*learning_rate"):
+        fit(tiny_capsnet(), noise, epochs=1, learning_rate=1e-3, **FAST)
+    with pytest.raises(TypeError, match="config must be a TrainConfig"):
+        fit(tiny_capsnet(), noise, {"epochs": 1})
+    config = TrainConfig(epochs=1, batch_size=16, lr=3e-3, **FAST)
+    assert fit(tiny_capsnet(), noise, config, batch_size=24).meta["batch_size"] == 24   # the override wins
+    assert config.batch_size == 16 and dataclasses.is_dataclass(config)                 # frozen, unchanged
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.lr = 1.0
+
+
 def test_unreadable_checkpoints_raise_one_clear_error(noise, tmp_path):
     path = tmp_path / "ckpt.pt"
     fit(tiny_capsnet(), noise, epochs=1, batch_size=16, checkpoint=str(path), **FAST)
@@ -199,6 +241,8 @@ def test_cli_help_and_bad_arguments():
     top, train = run_cli("--help"), run_cli("train", "--help")
     assert top.returncode == 0 and all(c in top.stdout for c in ("train", "evaluate", "info"))
     assert train.returncode == 0 and "--epochs" in train.stdout and "--fresh" in train.stdout
+    for f in fields(TrainConfig):  # the options are TrainConfig's fields (those with a help line)
+        assert f.metadata["help"] is None or f"--{f.name.replace('_', '-')} " in train.stdout, f.name
     assert "--no-resume" not in train.stdout
     for bad in (["train", "--epochs", "0"], ["train", "--batch-size", "-5"], ["train", "--routing", "em"], []):
         r = run_cli(*bad)

@@ -60,6 +60,7 @@ def cmd_train(args) -> int:
     from capsedu.runtime.results import command_line, provenance
     from capsedu.training.distributed import is_main, start_from_env, stop, world_size
     from capsedu.training.evaluation import evaluate
+    from capsedu.training.config import TrainConfig
     from capsedu.training.loop import fit
 
     start = time.time()
@@ -92,9 +93,9 @@ def cmd_train(args) -> int:
             print(f"capsedu: {ckpt} is replaced after the first new epoch (--fresh)" if args.fresh
                   else f"capsedu: resuming from {ckpt} (--fresh starts over)")
         with kept:
-            history = fit(model, data, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, device=device,
-                          amp=args.amp, compile=args.compile, checkpoint=str(ckpt), seed=args.seed,
-                          shift=args.shift, progress=main and not args.no_progress, resume=not args.fresh)
+            history = fit(model, data, TrainConfig.from_args(args, device=device, checkpoint=str(ckpt),
+                                                             progress=main and not args.no_progress,
+                                                             resume=not args.fresh))
     except CheckpointError as err:  # the resume rule's words: the settings that differ, and --fresh
         lock.release()
         raise CheckpointError(f"{err}; or pass --fresh to start over") from None

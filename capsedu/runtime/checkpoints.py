@@ -1,4 +1,4 @@
-"""The checkpoints that ``train.fit`` writes and resumes from.
+"""The checkpoints that ``capsedu.training.loop.fit`` writes and resumes from.
 
 - A checkpoint is one ``torch.save`` file (read back with ``weights_only=True``): the model,
   optimizer, scheduler and scaler states, the random generators, the history so far, and
@@ -23,13 +23,10 @@ import torch
 
 from capsedu.runtime.files import write_atomic
 
-__all__ = ["CHECKPOINT_FORMAT", "RESUME_KEYS", "REQUIRED_KEYS", "CheckpointError", "load_checkpoint",
+__all__ = ["CHECKPOINT_FORMAT", "REQUIRED_KEYS", "CheckpointError", "load_checkpoint",
            "check_integrity", "save_atomic", "restore", "plain"]
 
 CHECKPOINT_FORMAT = 1
-# Settings a resumed run must share with the run that wrote the checkpoint.
-RESUME_KEYS = ("batch_size", "lr", "lr_decay", "decay_steps", "seed", "shift", "loss", "margin_lam",
-               "recon_weight", "n_train", "dataset", "model", "model_config")
 # What fit writes and resuming reads, with the type each must have.
 REQUIRED_KEYS = {"epoch": int, "meta": dict, "history": list, "model": dict, "optimizer": dict,
                  "scheduler": dict, "rng_cpu": torch.Tensor, "generator": torch.Tensor, "generator_device": str}
@@ -136,11 +133,12 @@ def load_checkpoint(path: str, resuming: bool = True) -> Dict:
     return ckpt
 
 
-def restore(ckpt, path, model, optimizer, scheduler, scaler, generator, meta) -> None:
-    """Put a checkpoint's state back into this run's objects, after checking it is the same run."""
+def restore(ckpt, path, model, optimizer, scheduler, scaler, generator, meta, same_run) -> None:
+    """Put a checkpoint's state back into this run's objects, after checking that its ``meta``
+    agrees with this run's on every key of ``same_run``."""
     hint = _fresh_start_hint(path)
     old = ckpt["meta"]
-    diff = [f"{k}: {old.get(k)!r} -> {meta.get(k)!r}" for k in RESUME_KEYS if old.get(k) != meta.get(k)]
+    diff = [f"{k}: {old.get(k)!r} -> {meta.get(k)!r}" for k in same_run if old.get(k) != meta.get(k)]
     if diff:
         raise CheckpointError(f"checkpoint {path} comes from a different run ({'; '.join(diff)}); {hint}")
     try:

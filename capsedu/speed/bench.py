@@ -83,7 +83,7 @@ def train_step(model, x, y, amp: str = "off", lr: float = 1e-3) -> Callable[[], 
 def estimate_fit_seconds(model, data, epochs: int, batch_size: int = 128, device="auto", amp="auto",
                          loss: str = "capsnet", n_train: Optional[int] = None,
                          test_images: Optional[int] = None) -> float:
-    """Seconds that ``fit(model, data, epochs, batch_size, ...)`` should take on this device: one
+    """Seconds that ``fit(model, data, epochs=epochs, batch_size=batch_size)`` should take on this device: one
     training step of a copy of ``model`` timed here (after a warm-up step, which also absorbs any
     compilation), times the run's steps, plus a test pass per epoch at a third of a step per image.
 

@@ -1,7 +1,16 @@
-"""Training and evaluation: ``fit`` with checkpoints, ``evaluate``, and the shipped pretrained CapsNet."""
+"""Training and evaluation: ``fit`` with checkpoints, ``evaluate``, and the shipped pretrained CapsNet.
 
-from capsedu.training.evaluation import evaluate, predict_lengths
-from capsedu.training.loop import fit
-from capsedu.training.pretrained import load_capsnet, weights_info
+Names are imported when first used, so that the command line can read ``TrainConfig``'s fields
+(``capsedu.training.config``) without importing torch.
+"""
+import importlib
 
-__all__ = ["fit", "evaluate", "predict_lengths", "load_capsnet", "weights_info"]
+_HOME = {"fit": "loop", "TrainConfig": "config", "evaluate": "evaluation", "predict_lengths": "evaluation",
+         "load_capsnet": "pretrained", "weights_info": "pretrained"}
+__all__ = list(_HOME)
+
+
+def __getattr__(name):
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)

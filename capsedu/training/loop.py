@@ -1,11 +1,12 @@
 """The training loop: ``fit`` and its four steps.
 
-- ``fit``: Adam with the official code's staircase decay (x0.96 every 2,000 steps), whole
-  datasets kept as tensors on the device, shift augmentation, bf16/fp16 autocast (the
-  precision from ``device.resolve_amp``; fp16 with a ``GradScaler``), an optional
-  ``torch.compile``, one progress bar per run (epochs as the unit, accuracy in the postfix)
-  and checkpoints that resume bit-exactly (on CPU) after an interruption.
-- ``fit`` is four small steps, public so that chapter 5 can run the loop on the page:
+- ``fit(model, data, config, **overrides)``: the settings are one ``TrainConfig``
+  (``capsedu.training.config``). Adam with the official code's staircase decay (x0.96 every
+  2,000 steps), whole datasets kept as tensors on the device, shift augmentation, bf16/fp16
+  autocast (the precision from ``capsedu.runtime.device.resolve_amp``; fp16 with a
+  ``GradScaler``), an optional ``torch.compile``, one progress bar per run (epochs as the unit,
+  accuracy in the postfix) and checkpoints that resume bit-exactly (on CPU) after an interruption.
+- ``fit`` is four small steps, public so that the experiments can train epoch by epoch:
   ``start_run`` (set-up, or resume from a checkpoint), ``train_epoch`` (one pass over the
   training set), ``epoch_record`` (the epoch's line in the history) and ``checkpoint_state``
   (what a checkpoint holds).
@@ -19,14 +20,13 @@ from __future__ import annotations
 import math
 import os
 import time
-from dataclasses import dataclass, field, is_dataclass
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from typing import Callable, Dict, List, Optional
 
 import torch
 from tqdm.auto import tqdm
 
-from capsedu import LR_SCHEDULES
-from capsedu.core.checks import check_count, check_finite, check_images, check_number, check_targets
+from capsedu.core.checks import check_finite, check_images, check_targets
 from capsedu.core.losses import margin_loss, reconstruction_loss
 from capsedu.data.transforms import random_shift
 from capsedu.runtime.checkpoints import (
@@ -40,12 +40,15 @@ from capsedu.runtime.device import autocast, grad_scaler, resolve_amp, resolve_d
 from capsedu.runtime.files import remove_stale_tmp
 from capsedu.training.distributed import data_parallel, is_main
 from capsedu.training.evaluation import count_correct, evaluate, float_targets
-from capsedu.training.objectives import LOSSES, cross_entropy_loss, spread_loss, spread_margin
+from capsedu.training.config import TrainConfig
+from capsedu.training.objectives import cross_entropy_loss, spread_loss, spread_margin
 
-__all__ = ["fit", "start_run", "train_epoch", "epoch_record", "checkpoint_state", "Run", "History"]
+__all__ = ["fit", "start_run", "RESUME_KEYS", "train_epoch", "epoch_record", "checkpoint_state", "Run", "History"]
 
 
 SYNC_EVERY = {"cpu": 1, "cuda": 50, "mps": 50}  # steps between host syncs (loss check, progress bar)
+# What a resumed run must share with the checkpoint's: TrainConfig's same_run fields, the data and the model.
+RESUME_KEYS = (*TrainConfig().same_run(), "n_train", "dataset", "model", "model_config")
 
 
 @dataclass
@@ -76,16 +79,7 @@ def _scheduler(optimizer, schedule: str, lr_decay: float, decay_steps: int, tota
     return torch.optim.lr_scheduler.StepLR(optimizer, step_size=decay_steps, gamma=lr_decay)
 
 
-_REAL_ARGS = {"lr": False, "lr_decay": False, "margin_lam": True, "recon_weight": True}  # name: zero allowed
-_COUNT_ARGS = {"shift": 0, "seed": 0}                                                 # name: minimum (else 1)
-
-
-def _check_args(data, **numbers):
-    for name, v in numbers.items():  # finite numbers (lr, ...) or counts (epochs, ...); one line each
-        if name in _REAL_ARGS:
-            check_number(v, name, allow_zero=_REAL_ARGS[name])
-        else:
-            check_count(v, name, minimum=_COUNT_ARGS.get(name, 1))
+def _check_data(data) -> None:
     for split in ("train", "test"):
         x, y = getattr(data, "x_" + split, None), getattr(data, "y_" + split, None)
         if not (isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor)):
@@ -93,6 +87,17 @@ def _check_args(data, **numbers):
         if x.dim() != 4 or not x.is_floating_point() or len(x) != len(y) or len(x) == 0:
             raise ValueError(f"x_{split} must be float images (N, C, H, W) with N = len(y_{split}) > 0; "
                              f"got {tuple(x.shape)} {x.dtype} and {len(y)} labels")
+
+
+def _config(config: Optional[TrainConfig], overrides: Dict) -> TrainConfig:
+    """``config`` (default: ``TrainConfig()``) with ``overrides`` replacing its fields."""
+    if config is not None and not isinstance(config, TrainConfig):
+        raise TypeError(f"config must be a TrainConfig or None, got {type(config).__name__}")
+    unknown = sorted(set(overrides) - {f.name for f in fields(TrainConfig)})
+    if unknown:
+        raise TypeError(f"fit got unknown setting(s) {', '.join(unknown)}; TrainConfig's fields are "
+                        f"{', '.join(f.name for f in fields(TrainConfig))}")
+    return replace(config or TrainConfig(), **overrides)
 
 
 @dataclass
@@ -118,51 +123,42 @@ class Run:
     shard: Optional[object] = None    # under torchrun: this process's share of each batch (training.distributed)
 
 
-def start_run(model, data, epochs: int, batch_size: int = 128, lr: float = 1e-3, lr_decay: float = 0.96,
-              decay_steps: int = 2000, device="auto", amp="auto", compile: bool = False,
-              checkpoint: Optional[str] = None, seed: int = 0, shift: int = 2, loss: str = "capsnet",
-              margin_lam: float = 0.5, recon_weight: float = 0.0005, lr_schedule: str = "step",
-              resume: bool = True) -> Run:
-    """Check the arguments, move model and data to the device, build optimiser, schedule and
-    scaler, and restore ``checkpoint`` if it exists (after checking it is the same run)."""
-    _check_args(data, epochs=epochs, batch_size=batch_size, decay_steps=decay_steps, lr=lr, lr_decay=lr_decay,
-                margin_lam=margin_lam, recon_weight=recon_weight, shift=shift, seed=seed)
-    if lr_schedule not in LR_SCHEDULES:
-        raise ValueError(f"lr_schedule must be one of {LR_SCHEDULES}, got {lr_schedule!r}")
-    if loss not in LOSSES:
-        raise ValueError(f"loss must be 'capsnet' (CapsNet outputs), or 'margin', 'cross_entropy' or 'spread' "
-                         f"(plain scores), got {loss!r}")
-    device = resolve_device(device)
-    amp = resolve_amp(amp, device)
+def start_run(model, data, config: Optional[TrainConfig] = None, **overrides) -> Run:
+    """Check the data, move model and data to the device, build optimiser, schedule and scaler,
+    and restore ``config.checkpoint`` if it exists (after checking it is the same run)."""
+    config = _config(config, overrides)
+    _check_data(data)
+    epochs, batch_size, checkpoint = config.epochs, config.batch_size, config.checkpoint
+    device = resolve_device(config.device)
+    amp = resolve_amp(config.amp, device)
     model.to(device)
     x_train, x_test = data.x_train.to(device), data.x_test.to(device)   # moved once, sliced per batch
     y_train, y_test = data.y_train.to(device), data.y_test.to(device)
-    config = getattr(model, "config", None)
-    classes = getattr(config, "num_classes", 10)
+    model_config = getattr(model, "config", None)
+    classes = getattr(model_config, "num_classes", 10)
     for split, x, y in (("train", x_train, y_train), ("test", x_test, y_test)):  # once, up front
         check_images(x, f"x_{split}")
         check_finite(x, f"x_{split}")
         check_targets(y, len(x), classes, f"y_{split}")
     n = len(x_train)
-    meta = {"batch_size": batch_size, "lr": float(lr), "lr_decay": float(lr_decay), "decay_steps": decay_steps,
-            "lr_schedule": lr_schedule, "seed": seed, "shift": shift, "loss": loss, "margin_lam": float(margin_lam),
-            "recon_weight": float(recon_weight), "n_train": n, "n_test": len(x_test),
-            "dataset": [getattr(data, "name", None), getattr(data, "source", None)],
-            "model": type(model).__name__, "model_config": plain(config) if is_dataclass(config) else None,
-            "device": str(device), "amp": amp, "compile": bool(compile), "torch": str(torch.__version__)}
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    scheduler = _scheduler(optimizer, lr_schedule, lr_decay, decay_steps, epochs * math.ceil(n / batch_size))
+    meta = {**config.same_run(), "n_train": n, "n_test": len(x_test),
+            "dataset": [getattr(data, "name", None), getattr(data, "source", None)], "model": type(model).__name__,
+            "model_config": plain(model_config) if is_dataclass(model_config) else None,
+            "device": str(device), "amp": amp, "compile": bool(config.compile), "torch": str(torch.__version__)}
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+    scheduler = _scheduler(optimizer, config.lr_schedule, config.lr_decay, config.decay_steps,
+                           epochs * math.ceil(n / batch_size))
     scaler = grad_scaler(amp, device)
     generator = torch.Generator(device=device if device.type == "cuda" else "cpu")
-    generator.manual_seed(seed)
-    run = Run(model, torch.compile(model) if compile else model, device, amp, x_train, y_train,
+    generator.manual_seed(config.seed)
+    run = Run(model, torch.compile(model) if config.compile else model, device, amp, x_train, y_train,
               float_targets(y_train, classes), x_test, y_test, optimizer, scheduler, scaler, generator,
               History(meta=meta), start=1, step=0)
     if checkpoint is not None:
         remove_stale_tmp(checkpoint)  # a half-written file from a killed run
-    if checkpoint is not None and resume and os.path.exists(checkpoint):  # resume=False: overwritten after epoch 1
+    if checkpoint is not None and config.resume and os.path.exists(checkpoint):  # else overwritten after epoch 1
         ckpt = load_checkpoint(checkpoint)
-        restore(ckpt, checkpoint, model, optimizer, scheduler, scaler, generator, meta)
+        restore(ckpt, checkpoint, model, optimizer, scheduler, scaler, generator, meta, RESUME_KEYS)
         run.history.epochs, run.start = list(ckpt["history"]), ckpt["epoch"] + 1
     run.step = scheduler.last_epoch  # the scheduler counts optimiser steps
     run.total_steps = max(1, epochs * math.ceil(n / batch_size))
@@ -291,34 +287,30 @@ def _epoch_bar(run: Run, epochs: int, progress: bool):
                 bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.2f}/{total} epochs [{elapsed}<{remaining}{postfix}]")
 
 
-def fit(model, data, epochs: int, batch_size: int = 128, lr: float = 1e-3, lr_decay: float = 0.96,
-        decay_steps: int = 2000, device="auto", amp="auto", compile: bool = False,
-        checkpoint: Optional[str] = None, seed: int = 0, shift: int = 2, loss: str = "capsnet",
-        margin_lam: float = 0.5, recon_weight: float = 0.0005, eval_every: int = 1,
-        progress: bool = True, lr_schedule: str = "step", on_epoch_end=None, resume: bool = True) -> History:
+def fit(model, data, config: Optional[TrainConfig] = None, *, on_epoch_end=None, **overrides) -> History:
     """Train ``model`` on ``data`` (x_train, y_train, x_test, y_test tensors) and return its ``History``.
 
+    The settings are ``config`` (a ``TrainConfig``, by default the paper's) with ``overrides``
+    replacing its fields: ``fit(model, data, epochs=10, lr=3e-3)``.
     ``loss="capsnet"``: ``model(x, labels)`` returns (capsules, lengths, reconstructions), the
     decoder masked by the true labels; loss = margin + recon_weight x SSE.
     ``loss="margin"``, ``"cross_entropy"`` or ``"spread"`` (``training.objectives``): ``model(x)`` returns scores (B, C).
     Labels may be integers (N,) or multi-hot floats (N, C). With ``checkpoint``, the state is
-    saved after every epoch and a run finds and resumes it; finished runs return at once.
-    ``resume=False`` ignores an existing checkpoint, which the first new one then replaces.
-    ``amp="auto"`` is ``capsedu.runtime.device.resolve_amp``'s choice (bf16, fp16 + GradScaler, or off).
-
-    ``lr_schedule``: "step" (x ``lr_decay`` every ``decay_steps`` steps, the official code's),
-    "constant", or "cosine" (from ``lr`` down to 0 over all ``epochs``). ``on_epoch_end(epoch, model)``
-    may return a dict of extra numbers, stored in that epoch's record (and so in the checkpoint).
+    saved after every epoch and a run finds and resumes it (if its ``same_run`` settings match);
+    finished runs return at once. ``resume=False`` ignores an existing checkpoint, which the
+    first new one then replaces. ``amp="auto"`` is ``capsedu.runtime.device.resolve_amp``'s choice.
+    ``on_epoch_end(epoch, model)`` may return a dict of extra numbers, stored in that epoch's
+    record (and so in the checkpoint).
 
     A NaN/inf loss raises ``FloatingPointError`` naming its epoch and step. The CPU checks every
     step; a GPU reads the per-step losses back every ``SYNC_EVERY`` (50) steps, since each read
     waits for the GPU, so the error names the exact step but may come up to 49 steps later.
     """
-    _check_args(data, eval_every=eval_every)
     if on_epoch_end is not None and not callable(on_epoch_end):
         raise TypeError(f"on_epoch_end must be callable or None, got {type(on_epoch_end).__name__}")
-    run = start_run(model, data, epochs, batch_size, lr, lr_decay, decay_steps, device, amp, compile,
-                    checkpoint, seed, shift, loss, margin_lam, recon_weight, lr_schedule, resume)
+    config = _config(config, overrides)
+    run = start_run(model, data, config)
+    epochs, checkpoint, progress = config.epochs, config.checkpoint, config.progress
     if progress and run.start > 1:
         done = "all done" if run.start > epochs else f"resuming at epoch {run.start}"
         tqdm.write(f"capsedu: checkpoint {checkpoint} holds {run.start - 1} finished epoch(s); {done}")
@@ -335,7 +327,7 @@ def fit(model, data, epochs: int, batch_size: int = 128, lr: float = 1e-3, lr_de
             t0 = time.perf_counter()
             sums = train_epoch(run, epoch, advance if progress else None)
             test_acc = None
-            if epoch % eval_every == 0 or epoch == epochs:
+            if epoch % config.eval_every == 0 or epoch == epochs:
                 test_acc = evaluate(model, run.x_test, run.y_test, device="auto", amp=run.amp)["accuracy"]
                 shown["test_acc"] = f"{test_acc:.4f}"
             run.history.epochs.append(epoch_record(run, epoch, sums, test_acc, time.perf_counter() - t0))

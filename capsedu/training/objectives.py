@@ -11,9 +11,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-__all__ = ["LOSSES", "cross_entropy_loss", "spread_loss", "spread_margin"]
+__all__ = ["cross_entropy_loss", "spread_loss", "spread_margin"]
 
-LOSSES = ("capsnet", "margin", "cross_entropy", "spread")
 SPREAD_MARGINS = (0.2, 0.9)  # the margin at the start and at the end of training
 
 

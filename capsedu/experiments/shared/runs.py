@@ -312,7 +312,7 @@ def train_epochs(model, data, epochs: int, seed: int, test: Callable[[torch.nn.M
     training set before each epoch. ``data.x_test`` is not used here: ``test`` does the testing.
     """
     t0 = time.perf_counter()
-    run = start_run(model, data, epochs, seed=seed, **fit_options)
+    run = start_run(model, data, epochs=epochs, seed=seed, **fit_options)
     records = []
     for epoch in tqdm(range(1, epochs + 1), desc=desc, unit="epoch", disable=not progress, leave=False):
         if fresh_data is not None:
