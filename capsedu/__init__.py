@@ -8,10 +8,10 @@ The layout (each folder imports only what its row allows; tests/test_layout.py c
 | ``methods``    | EM routing and matrix capsules, self-attention routing, the paper's CNN    | core |
 | ``runtime``    | device and precision, atomic files, checkpoints, stored results, arguments | nothing |
 | ``data``       | MNIST, two-digit pairs, shifts and affine test sets                        | runtime |
-| ``training``   | ``fit``, ``evaluate``, the pretrained CapsNet, the train/evaluate commands | core, data, runtime |
+| ``training``   | ``fit``, ``evaluate``, the pretrained CapsNet, training across processes   | core, data, runtime |
 | ``speed``      | the fast path, the tutorial-style network, timing helpers                  | core, runtime |
 | ``figures``    | plots, live widgets, static twins, diagrams, tables                        | core, methods, runtime |
-| ``experiments``| one shared part and one module or folder per experiment                    | all above, never another experiment |
+| ``experiments``| each experiment and its shared part; the train, evaluate, info commands    | all above, never another experiment |
 
 This root (``__init__``, ``__main__``, ``cli``) holds the modes and the constants every folder
 may read; it imports no torch, so that ``python -m capsedu --help`` is instant. ``cli``

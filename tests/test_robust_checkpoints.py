@@ -19,12 +19,10 @@ from capsedu.runtime.checkpoints import (
     load_checkpoint,
     save_atomic,
 )
-from capsedu.runtime.files import sha256_of
 from capsedu.training.loop import fit
 from capsedu.training.pretrained import (
     WEIGHTS_NAME,
     capsnet_from_state,
-    export_weights,
     load_capsnet,
 )
 
@@ -142,16 +140,3 @@ def test_shipped_weights_carry_a_sha256_that_is_checked(tmp_path, monkeypatch):
         load_capsnet()
     with pytest.raises(RuntimeError, match="fails the CRC-32 check"):       # the same copy by path: the zip CRC
         load_capsnet(path=str(tmp_path / f"{WEIGHTS_NAME}.pt"))
-
-
-def test_export_weights_writes_fp16_weights_and_a_json_with_their_sha256(ckpt, tmp_path):
-    info = export_weights(str(ckpt.path), "python -m capsedu train --test", out_dir=str(tmp_path))
-    pt = tmp_path / f"{WEIGHTS_NAME}.pt"
-    assert json.loads((tmp_path / f"{WEIGHTS_NAME}.json").read_text()) == info
-    assert info["sha256"] == sha256_of(pt) and info["bytes"] == pt.stat().st_size
-    assert info["epochs"] == 1 and info["test_images"] == 1000 and 0 <= info["test_accuracy"] <= 1
-    state = torch.load(pt, weights_only=True)
-    assert all(v.dtype == torch.float16 for v in state["model"].values())
-    loaded = load_capsnet(path=str(pt))
-    assert torch.equal(loaded.conv1.weight, ckpt.model.conv1.weight.detach().half().float())
-    assert sorted(p.name for p in tmp_path.iterdir()) == [f"{WEIGHTS_NAME}.json", f"{WEIGHTS_NAME}.pt"]  # no .tmp

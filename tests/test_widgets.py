@@ -6,6 +6,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 import torch
+from cli_helpers import decode_png
 
 from capsedu.core.routing import dynamic_routing
 from capsedu.core.squashing import NORM_COMPRESSIONS, squash
@@ -21,7 +22,6 @@ from capsedu.figures.frames import (
 from capsedu.figures.static import (
     SQUASH_TWIN_K,
     SQUASH_TWIN_SETS,
-    decode_png,
     perturbation_twin,
     routing_twin,
     squash_twin,

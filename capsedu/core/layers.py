@@ -21,7 +21,7 @@ __all__ = ["PrimaryCapsules", "RoutedCapsules", "DenseCapsules", "SharedCapsules
 
 # The tutorial's W = randn(...) makes the routed sums s_j so long that the digit
 # capsules start saturated near length 1, where the squash is flat and the margin
-# loss has little gradient to follow (chapter 5 measures it). A small std trains.
+# loss has little gradient to follow (chapter 11, pitfall 7, measures it). A small std trains.
 W_INIT_STD = 0.01
 
 

@@ -1,7 +1,7 @@
 """The routing methods that came after the paper, and the paper's baseline CNN (chapters 9 and 10).
 
-- ``em_routing``, ``matrix_capsnet``: EM routing between matrix capsules (Hinton, Sabour & Frosst, 2018).
-- ``attention_routing``, ``efficient_capsnet``: self-attention routing (Mazzia et al., 2021).
+- ``em``, ``matrix_capsnet``: EM routing between matrix capsules (Hinton, Sabour & Frosst, 2018).
+- ``attention``, ``efficient_capsnet``: self-attention routing (Mazzia et al., 2021).
 - ``baseline_cnn``: the convolutional baseline of Sabour et al. (2017).
 - ``tutorial_capsnet``: the tutorial code's CapsNet, pitfalls included (chapter 11's before/after run;
   not re-exported here, so that nobody picks it up by accident).

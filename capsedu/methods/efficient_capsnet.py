@@ -19,9 +19,7 @@ from capsedu.methods.attention import (
     SelfAttentionCapsules,
 )
 
-__all__ = ["EfficientCapsNet", "EFFICIENT_CAPSNET_PARAMETERS", "formula_count"]
-
-EFFICIENT_CAPSNET_PARAMETERS = 161_824  # the authors' count for their MNIST model
+__all__ = ["EfficientCapsNet", "formula_count"]
 
 
 def _conv_bn(c_in: int, c_out: int, kernel: int, stride: int = 1) -> nn.Sequential:

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["CommandParser", "HelpFormatter", "int_in", "float_in", "positive_int", "non_negative_int", "seed_int",
-           "epochs_int", "threads_int", "batch_int", "positive_float", "non_negative_float", "MAX_INT", "MAX_SEED"]
+__all__ = ["CommandParser", "HelpFormatter", "int_in", "float_in", "positive_int", "seed_int",
+           "epochs_int", "threads_int", "batch_int", "MAX_INT", "MAX_SEED"]
 
 
 class CommandParser(argparse.ArgumentParser):
@@ -58,10 +58,7 @@ def float_in(low: float, high: float, what: str, low_open: bool = True):
 
 
 positive_int = int_in(1, MAX_INT)
-non_negative_int = int_in(0, MAX_INT)
 seed_int = int_in(0, MAX_SEED)
 epochs_int = int_in(1, 100_000)
 threads_int = int_in(1, 1024)
 batch_int = int_in(1, 1 << 20)
-positive_float = float_in(0, 1e6, "a positive number")
-non_negative_float = float_in(0, 1e6, "a number >= 0", low_open=False)

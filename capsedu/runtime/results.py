@@ -3,9 +3,8 @@
 - ``output_path(out, default_name)``: where a command will write, checked *before* it runs:
   a folder means "a file called ``default_name`` inside it"; the folder must exist and be
   writable, and an existing path must be a file.
-- ``write_json(obj, path)``: atomic (a temporary file in the same folder, then a rename),
-  with the temporary file removed on any failure.
-- ``read_json(path)``: a stored run, or one clear error naming the file.
+- writing one: ``capsedu.runtime.files.write_json``, atomic (a temporary file in the same folder,
+  then a rename), with the temporary file removed on any failure.
 - ``command_line(argv)``: ``python -m capsedu ...`` as a shell would take it.
 - ``provenance(command, device)``: command, date, hardware, threads, versions: the one header every
   stored run, benchmark and exported weight file carries (the experiments add their settings to it).
@@ -21,7 +20,6 @@
 from __future__ import annotations
 
 import datetime
-import json
 import os
 import platform
 import shlex
@@ -31,7 +29,7 @@ from typing import Dict, Optional, Sequence
 
 from capsedu.runtime.stored import StoredRunError, parse_stored, read_stored
 
-__all__ = ["output_path", "results_dir", "benchmarks_dir", "StoredRunUnavailable", "read_json", "utc_now", "command_line", "provenance", "stored_run",
+__all__ = ["output_path", "results_dir", "benchmarks_dir", "StoredRunUnavailable", "utc_now", "command_line", "provenance", "stored_run",
            "stored_or_preview"]
 
 
@@ -63,15 +61,6 @@ def output_path(out, default_name: str) -> Path:
     except OSError:
         raise ValueError(f"--out {out}: {path} is not writable (cannot write into {folder})") from None
     return path
-
-
-def read_json(path) -> Dict:
-    """A stored run; a missing, unreadable or damaged file is one ValueError that names it."""
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, json.JSONDecodeError) as err:
-        raise ValueError(f"cannot read stored run {path}: {err}") from None
 
 
 def utc_now() -> str:

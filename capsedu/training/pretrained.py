@@ -7,8 +7,9 @@
   (here and in the CLI), the shapes checked against the config before anything is allocated.
 - ``weights_info()``: the JSON beside the weights (command, epochs, seconds,
   hardware, date and accuracy on the sample's 1,000 test digits).
-- ``export_weights(checkpoint)``: how those two files were made from a training
-  checkpoint (fp16 state dict, accuracy measured after the conversion).
+
+The shipped ``.pt`` is a training checkpoint's CapsNet config and state dict, the weights
+converted to fp16; the accuracy in its JSON was measured after that conversion.
 """
 from __future__ import annotations
 
@@ -21,12 +22,11 @@ from typing import Dict, Optional
 import torch
 
 from capsedu.core.capsnet import CapsNet, CapsNetConfig
-from capsedu.runtime.checkpoints import CheckpointError, check_integrity, save_atomic
+from capsedu.runtime.checkpoints import CheckpointError, check_integrity
 from capsedu.runtime.device import resolve_device
-from capsedu.runtime.files import sha256_of, write_atomic
-from capsedu.runtime.results import provenance
+from capsedu.runtime.files import sha256_of
 
-__all__ = ["load_capsnet", "capsnet_from_state", "weights_info", "export_weights", "WEIGHTS_NAME"]
+__all__ = ["load_capsnet", "capsnet_from_state", "weights_info", "WEIGHTS_NAME"]
 
 WEIGHTS_NAME = "capsnet_mnist_sample"
 
@@ -84,9 +84,9 @@ def capsnet_from_state(config, state, source: str) -> CapsNet:
 def load_capsnet(device="cpu", path: Optional[str] = None) -> CapsNet:
     """The pretrained paper CapsNet on ``device``, in eval mode, float32.
 
-    ``path``: another weights file written by ``export_weights``, or a training checkpoint of a
-    CapsNet (``fit``'s or the CLI's). The shipped file must match the sha256 in its JSON; any
-    file must pass the zip CRC-32 check of every record.
+    ``path``: another weights file in the shipped format (``config`` + ``model``), or a training
+    checkpoint of a CapsNet (``fit``'s or the CLI's). The shipped file must match the sha256 in its
+    JSON; any file must pass the zip CRC-32 check of every record.
     """
     device = resolve_device(device)
     shipped = path is None
@@ -106,7 +106,7 @@ def load_capsnet(device="cpu", path: Optional[str] = None) -> CapsNet:
         raise RuntimeError(f"{err}; the file is unreadable") from None
     except Exception as err:  # a foreign pickle, an unreadable file
         raise RuntimeError(f"pretrained weights {path} are unreadable ({str(err).splitlines()[0][:120]})") from None
-    if isinstance(state, dict) and "config" in state and "model" in state:       # export_weights' file
+    if isinstance(state, dict) and "config" in state and "model" in state:       # the shipped format
         config, weights = state["config"], state["model"]
     elif isinstance(state, dict) and isinstance(state.get("meta"), dict) and "model" in state:  # a checkpoint
         if state["meta"].get("model") != "CapsNet":
@@ -115,38 +115,3 @@ def load_capsnet(device="cpu", path: Optional[str] = None) -> CapsNet:
     else:
         raise ValueError(f"{path} is neither capsedu's pretrained weights (config + model) nor a training checkpoint")
     return capsnet_from_state(config, weights, str(path)).to(device).eval()
-
-
-def export_weights(checkpoint: str, command: str, out_dir: Optional[str] = None) -> Dict:
-    """Write ``{WEIGHTS_NAME}.pt`` (fp16) and ``.json`` from a ``fit`` checkpoint; return the JSON."""
-    from capsedu.data.mnist import load_dataset
-    from capsedu.runtime.checkpoints import load_checkpoint
-    from capsedu.training.evaluation import evaluate
-
-    ckpt = load_checkpoint(checkpoint)
-    config = ckpt["meta"].get("model_config")
-    if ckpt["meta"].get("model") != "CapsNet" or not isinstance(config, dict):
-        raise ValueError(f"{checkpoint} holds a {ckpt['meta'].get('model')}; export_weights exports CapsNets only")
-    capsnet_from_state(config, ckpt["model"], checkpoint)  # the config and weights fit together
-    half = {k: v.half() if v.is_floating_point() else v for k, v in ckpt["model"].items()}
-    out = Path(out_dir) if out_dir else _weights_dir()
-    out.mkdir(parents=True, exist_ok=True)
-    pt = out / f"{WEIGHTS_NAME}.pt"
-    save_atomic({"config": config, "model": half}, str(pt))
-    data = load_dataset("mnist", source="sample", verbose=False)
-    model = load_capsnet(path=str(pt))
-    test = evaluate(model, data.x_test, data.y_test)
-    history = ckpt["history"]
-    info = {  # the one provenance header (command, date, hardware, versions); torch: the training's
-        **provenance(command, str(resolve_device("auto"))),
-        "weights": pt.name, "bytes": pt.stat().st_size, "sha256": sha256_of(pt), "dtype": "float16",
-        "epochs": ckpt["epoch"], "batch_size": ckpt["meta"]["batch_size"],
-        "train_images": ckpt["meta"]["n_train"], "shift_px": ckpt["meta"]["shift"], "seed": ckpt["meta"]["seed"],
-        "train_seconds": round(sum(e["seconds"] for e in history), 1),
-        "device": ckpt["meta"]["device"], "torch": ckpt["meta"]["torch"],
-        "test_images": test["count"], "test_accuracy": test["accuracy"],
-        "test_accuracy_fp32_checkpoint": history[-1]["test_acc"],
-        "data": "capsedu embedded MNIST sample: train = first 9,000, test = last 1,000",
-    }
-    write_atomic(str(out / f"{WEIGHTS_NAME}.json"), lambda f: f.write((json.dumps(info, indent=2) + "\n").encode()))
-    return info

@@ -204,8 +204,8 @@ def test_sets(data, config: CompareConfig, device) -> Dict[str, Tuple[torch.Tens
 
 
 class _Tester:
-    """``tester(model)`` -> the accuracy on each set; ``tester.misses``: the sorted indices of the
-    items the last call got wrong, per set (the same predictions, so 1 - misses / n is the accuracy)."""
+    """``tester(model)`` -> the accuracy on each set; then ``misses``: the sorted indices of the
+    items that call got wrong, per set (the same predictions, so 1 - misses / n is the accuracy)."""
 
     def __init__(self, sets):
         self.sets, self.misses = sets, None

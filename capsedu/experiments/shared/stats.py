@@ -1,7 +1,7 @@
 """How sure a comparison is: paired differences over seeds, McNemar on the same test items, detectable sizes.
 
-numpy and the standard library only. Each comparison of two models in chapters 7, 9 and 10 is
-reported with these three numbers (DESIGN.md, "Evidence"):
+numpy and the standard library only. The book's comparisons of two models (chapters 3 and 7 to 11)
+are reported with these numbers:
 
 - ``paired_difference(a, b)``: seed i of model a against seed i of model b; the mean difference
   with its 95% Student-t interval and the paired t-test's two-sided p-value.
