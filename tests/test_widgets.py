@@ -1,6 +1,8 @@
 """The widgets' logic without a browser: what a control changes, reset, routing history, and
 that each static twin shows exactly what the live widget shows for the same settings."""
+import ast
 import re
+from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -8,6 +10,7 @@ import pytest
 import torch
 from cli_helpers import decode_png
 
+import capsedu
 from capsedu.core.routing import dynamic_routing
 from capsedu.core.squashing import NORM_COMPRESSIONS, squash
 from capsedu.data.mnist import load_dataset
@@ -207,6 +210,20 @@ def test_twin_html_is_self_contained_and_degrades(model, images):
         assert not re.search(r'(src|href)="(https?:)?//', page)          # nothing from a CDN or the network
         assert '<img class="capsedu-twin-frame' in page and "<noscript>" in page
         assert twin.nbytes < 2_000_000
+
+
+# JavaScript (a function with a body, a DOM call), a CSS rule, or a <style>/<script> with text in it
+# (a tag whose body is a placeholder, filled from a file, is fine).
+PAGE_CODE = re.compile(r"function\s*\w*\s*\([^)]*\)\s*\{|addEventListener|querySelector|document\.\w+\(|"
+                       r"[\w.#-]+\s*\{\s*[\w-]+\s*:[^{};]+;|<(style|script)[^>]*>[^<$]")
+
+
+def test_no_javascript_or_css_in_a_python_string():
+    """The pages' JavaScript, CSS and HTML templates are files of capsedu/figures/page/, not Python strings."""
+    found = [f"{path.name}:{node.lineno}: {node.value[:50]!r}" for path in Path(capsedu.__file__).parent.rglob("*.py")
+             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+             if isinstance(node, ast.Constant) and isinstance(node.value, str) and PAGE_CODE.search(node.value)]
+    assert not found, found
 
 
 def test_no_figure_is_created_per_event(explorer):

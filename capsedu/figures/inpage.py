@@ -11,8 +11,9 @@
 - ``int8_error(model, images)``: what the int8 encoder costs, measured against ``model``.
 - ``InPagePanel`` / ``inpage_panel(model, digits, samples)``: the HTML a notebook cell shows:
   the test digits' capsules (computed here, at build time), sample digits for the drawing
-  canvas, and a loader for ``capsnet.js``. Without JavaScript, or in Jupyter and Colab, it shows
-  a note only: the static twin and the live widget are there for those.
+  canvas, and a loader for ``capsnet.js`` (filled from ``page/inpage.html`` and ``inpage-loader.js``).
+  Without JavaScript, or in Jupyter and Colab, it shows a note only: the static twin and the
+  live widget are there for those.
 
 File layout: ``uint32`` header length, a JSON header (config and, per tensor, shape, dtype,
 offset and, for int8, the offset of its scales), then the tensors, each 4-byte aligned.
@@ -32,7 +33,7 @@ import torch
 
 from capsedu.core.squashing import safe_norm
 from capsedu.figures.frames import capsnet_images, check_capsnet, one_thread
-from capsedu.figures.static import HtmlBlock
+from capsedu.figures.static import HtmlBlock, fill
 
 __all__ = ["weight_files", "write_weight_files", "read_weights", "int8_error", "inpage_panel", "InPagePanel",
            "describe_sizes", "DECODER_FILE", "ENCODER_FILE", "SCRIPT"]
@@ -160,16 +161,8 @@ class InPagePanel(HtmlBlock):   # nbytes: what the panel adds to its page; the w
 
     def html(self) -> str:
         payload = json.dumps(self.data).replace("</", "<\\/")
-        return (f'<div class="capsedu-inpage" data-inpage="capsnet">'
-                f'<p class="capsedu-inpage-note">This panel computes the CapsNet in the rendered book\'s page '
-                f'(with JavaScript, from <code>_static/{SCRIPT}</code>). In Jupyter or Colab use the live '
-                f'widget above; without JavaScript, the static twin above.</p>'
-                f'<script type="application/json" class="capsedu-inpage-data">{payload}</script>'
-                # Sphinx puts the path to the book's root on <html data-content_root>: only the book has it.
-                f'<script>(function () {{ var root = document.documentElement.getAttribute("data-content_root");'
-                f' if (root === null || document.querySelector("script[data-capsedu-inpage]")) {{ return; }}'
-                f' var s = document.createElement("script"); s.src = root + "_static/{SCRIPT}";'
-                f' s.setAttribute("data-capsedu-inpage", ""); document.head.appendChild(s); }})();</script></div>')
+        # Sphinx puts the path to the book's root on <html data-content_root>: only the book has it.
+        return fill("inpage.html", script=SCRIPT, data=payload, loader=fill("inpage-loader.js", script=SCRIPT))
 
 
 @torch.no_grad()

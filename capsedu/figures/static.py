@@ -2,8 +2,9 @@
 
 - ``Twin``: frames (PNG) precomputed at build time, one per setting of its controls, and one
   self-contained HTML snippet (``<input type=range>`` / ``<select>`` + a few lines of plain
-  JavaScript that swap the shown ``<img>``). No CDN, no kernel; with JavaScript off the
-  default frame is still shown and the controls stay hidden.
+  JavaScript that swap the shown ``<img>``), filled from ``page/twin.html``, ``twin.css`` and
+  ``twin.js``. No CDN, no kernel; with JavaScript off the default frame is still shown and the
+  controls stay hidden.
 - ``squash_twin()``, ``routing_twin(model, image)``, ``perturbation_twin(model, images)``:
   the frames come from the same computations and renderers as the live widgets in
   ``widgets.py``, so a twin shows exactly what the widget would for the same settings.
@@ -13,12 +14,15 @@
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import html
 import io
 import itertools
 import json
 from dataclasses import dataclass, field
+from importlib import resources
+from string import Template
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -47,37 +51,20 @@ SQUASH_TWIN_K = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
 SQUASH_TWIN_SETS = {"paper and Su": ("paper", "su"), "all five": SQUASH_VARIANTS, "none": ()}
 EXAMPLE_LENGTH = 0.5      # the live widget's default example |s|
 
-_JS = """(function () {
-  var root = document.getElementById(%(id)s);
-  if (!root) { return; }
-  var frames = JSON.parse(root.querySelector("script.capsedu-twin-frames").textContent);
-  var img = root.querySelector("img.capsedu-twin-frame");
-  var inputs = root.querySelectorAll("[data-control]");
-  function show() {
-    var key = [];
-    for (var n = 0; n < inputs.length; n++) {
-      var el = inputs[n];
-      key.push(el.value);
-      var out = root.querySelector('output[data-for="' + el.getAttribute("data-control") + '"]');
-      if (out) { out.textContent = JSON.parse(el.getAttribute("data-labels"))[Number(el.value)]; }
-    }
-    key = key.join("-");
-    if (frames[key]) { img.src = "data:image/png;base64," + frames[key]; img.setAttribute("data-key", key); }
-  }
-  for (var n = 0; n < inputs.length; n++) {
-    inputs[n].addEventListener("input", show);
-    inputs[n].addEventListener("change", show);
-  }
-  root.querySelector(".capsedu-twin-controls").hidden = false;
-  show();
-})();"""
+PAGE = resources.files("capsedu.figures") / "page"   # the twin's and the panel's HTML, JS and CSS
 
-_CSS = """.capsedu-twin { margin: 1em 0; }
-.capsedu-twin-controls { display: flex; flex-wrap: wrap; gap: 0.4em 1.5em; margin-bottom: 0.5em; font-size: 0.9em; }
-.capsedu-twin-controls label { display: inline-flex; align-items: center; gap: 0.4em; }
-.capsedu-twin img.capsedu-twin-frame { max-width: 100%; height: auto; }
-.capsedu-twin img.capsedu-twin-pixelated { image-rendering: pixelated; width: 168px; height: 168px; }
-.capsedu-twin-note { font-size: 0.85em; color: #666; }"""
+
+@functools.cache
+def page_file(name: str) -> str:
+    """A file of capsedu/figures/page/, read once: a .js or .css file without its final newline, an
+    .html template with each line stripped and the lines joined (no whitespace between its tags)."""
+    text = (PAGE / name).read_text(encoding="utf-8")
+    return "".join(line.strip() for line in text.splitlines()) if name.endswith(".html") else text.rstrip("\n")
+
+
+def fill(name: str, **values: str) -> str:
+    """``page_file(name)`` with its ``$name`` placeholders replaced by ``values`` (string.Template)."""
+    return Template(page_file(name)).substitute(values)
 
 
 @dataclass
@@ -144,16 +131,11 @@ class Twin(HtmlBlock):
                                   for i, t in enumerate(c.labels))
                 widget = f'<select data-control="{n}" data-labels="{labels}">{options}</select>'
             parts.append(f"<label>{html.escape(c.name)} {widget}</label>")
-        default = frames["-".join(map(str, self.default))]
+        key = "-".join(map(str, self.default))
         cls = "capsedu-twin-frame" + (" capsedu-twin-pixelated" if self.pixelated else "")
-        return (f'<div class="capsedu-twin" data-twin="{self.kind}" id="{uid}">'
-                f"<style>{_CSS}</style>"
-                f'<div class="capsedu-twin-controls" hidden>{"".join(parts)}</div>'
-                f'<img class="{cls}" alt="{html.escape(self.alt)}" data-key="{"-".join(map(str, self.default))}" '
-                f'src="data:image/png;base64,{default}">'
-                f'<noscript><p class="capsedu-twin-note">JavaScript is off: the default setting is shown.</p></noscript>'
-                f'<script type="application/json" class="capsedu-twin-frames">{json.dumps(frames)}</script>'
-                f"<script>{_JS % {'id': json.dumps(uid)}}</script></div>")
+        return fill("twin.html", kind=self.kind, id=uid, css=page_file("twin.css"), controls="".join(parts),
+                    cls=cls, alt=html.escape(self.alt), key=key, src=frames[key], frames=json.dumps(frames),
+                    script=fill("twin.js", id=json.dumps(uid)))
 
 
 def plot_twin(kind, plot, controls, settings, alt) -> Twin:

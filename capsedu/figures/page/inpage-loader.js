@@ -1,0 +1,1 @@
+(function () { var root = document.documentElement.getAttribute("data-content_root"); if (root === null || document.querySelector("script[data-capsedu-inpage]")) { return; } var s = document.createElement("script"); s.src = root + "_static/$script"; s.setAttribute("data-capsedu-inpage", ""); document.head.appendChild(s); })();
