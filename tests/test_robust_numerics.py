@@ -1,6 +1,5 @@
 """Numbers that used to come out wrong without a word: huge and tiny squash inputs, NaN images,
 non-finite hyperparameters and weights. Each case is either exact or one clear error."""
-import math
 from types import SimpleNamespace
 
 import pytest

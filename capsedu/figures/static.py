@@ -45,7 +45,7 @@ from capsedu.figures.frames import (
 from capsedu.figures.plots import RoutingPlot, SquashPlot
 
 __all__ = ["Control", "Twin", "squash_twin", "routing_twin", "perturbation_twin", "SQUASH_TWIN_K",
-           "SQUASH_TWIN_SETS", "decode_png"]
+           "SQUASH_TWIN_SETS"]
 
 SQUASH_TWIN_K = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
 SQUASH_TWIN_SETS = {"paper and Su": ("paper", "su"), "all five": SQUASH_VARIANTS, "none": ()}
@@ -81,11 +81,6 @@ def encode_png(pixels: np.ndarray) -> bytes:
     buf = io.BytesIO()
     PILImage.fromarray(pixels).save(buf, format="png", optimize=True)
     return buf.getvalue()
-
-
-def decode_png(data: bytes) -> np.ndarray:
-    """PNG bytes -> pixel array (the tests compare twins and widgets with it)."""
-    return np.asarray(PILImage.open(io.BytesIO(data)))
 
 
 class HtmlBlock:
