@@ -1,6 +1,6 @@
 """Everything is in pyproject.toml, except one step: the stored runs travel with the package.
 
-``results/`` (the sealed stored runs and the weights chapter 9 loads) and ``benchmarks/results/``
+``results/`` (the sealed stored runs, a folder per experiment, and the weights chapter 9 loads) and ``benchmarks/results/``
 live beside the package in the repository, where the commands write them. A wheel copies them
 into ``capsedu/shipped/results/`` and ``capsedu/shipped/benchmarks/``, where
 ``capsedu.runtime.results`` finds them in an installed package (Colab). ``results/partial/``
@@ -15,7 +15,7 @@ from setuptools.command.build_py import build_py
 HERE = Path(__file__).resolve().parent
 # (folder in the repository, its files to ship, folder inside the package)
 SHIPPED = [
-    ("results", ["*.json", "*.pt", "two_digits_variants/*.json"], "shipped/results"),
+    ("results", ["*/*.json", "*/*.pt", "two_digits_variants/*/*.json"], "shipped/results"),
     ("benchmarks/results", ["*.json"], "shipped/benchmarks"),
 ]
 
@@ -25,6 +25,8 @@ def shipped_files():
     for source, patterns, target in SHIPPED:
         for pattern in patterns:
             for path in sorted((HERE / source).glob(pattern)):
+                if path.relative_to(HERE / source).parts[0] == "partial":
+                    continue
                 yield path, Path(target) / path.relative_to(HERE / source)
 
 

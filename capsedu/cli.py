@@ -12,13 +12,12 @@
 
 One resume rule for every command that writes a stored run (``train`` and all of the above):
 rerunning it with an existing ``--out`` resumes when the stored settings match, ``--fresh``
-starts over, and other settings are a one-line error that names them. ``--out`` is a file in an
-existing folder (or an existing folder; ``train``'s is a folder, created with its parents), checked
-with every other argument before anything is created; one writer at a time (a lock beside it);
-a damaged stored file is one line naming it (``capsedu.runtime.stored``). The experiments' grids of
-(model, seed) runs spread over processes (``--devices``, ``--shard``, torchrun), each shard into its
-own file beside ``--out`` under the same rule, merged into it at the end
-(``capsedu.experiments.shared.grid``).
+starts over, and other settings are a one-line error that names them. ``--out`` is a folder,
+checked with every other argument before any training: ``train``'s holds its checkpoint and
+metrics (one writer at a time, a lock beside them); an experiment's holds one JSON file per
+finished (model, seed) run (``capsedu.experiments.shared.runs``), so its grid spreads over
+processes (``--devices``, ``--shard``, torchrun) that never write one file. A damaged stored file
+is one line naming it (``capsedu.runtime.stored``).
 
 Bad arguments exit with code 2 and one line; errors at run time with code 1 and
 one line (set ``CAPSEDU_DEBUG=1`` for the full traceback). torch is imported only
@@ -140,11 +139,9 @@ def main(argv=None) -> int:
                 raise KeyboardInterrupt
             return code
     except KeyboardInterrupt:
-        split = getattr(args, "devices", None) or getattr(args, "shard", None) or \
-            os.environ.get("WORLD_SIZE", "1") not in ("", "0", "1")  # the grid spread over processes
         hint = "; rerun the same command to resume from the last finished epoch" if args.command == "train" else \
-            f"; the finished runs are kept in {args.out}{' (and in the shard files beside it)' if split else ''}: " \
-            "rerun the same command to resume" if getattr(args, "out", None) else ""
+            f"; the finished runs are kept in {args.out}: rerun the same command to resume" \
+            if getattr(args, "out", None) else ""
         print(f"capsedu {args.command}: interrupted{hint}", file=sys.stderr)
         return 130
     except (ValueError, TypeError, RuntimeError, OSError, FloatingPointError) as err:

@@ -1,83 +1,50 @@
-"""Seal stored runs written before stored-run format 1: add "format" and "checksum", change nothing else.
+"""Split the stored runs of one JSON file per experiment into one file per run (run once, kept for the record).
 
-    python scripts/migrate_results.py            # results/*.json and results/two_digits_variants/*.json
-    python scripts/migrate_results.py FILE ...   # these files (e.g. a run that has just finished)
-    python scripts/migrate_results.py --check    # exit 1 unless every file is sealed and intact
+    python scripts/migrate_results.py    # results/*.json and results/two_digits_variants/*.json
 
-A file is skipped (and said so) when it is being written (a ``.lock`` or ``.tmp`` beside it, or one of
-``BUSY``), when it is already sealed, or when it fails the schema or its checksum (a damaged file is
-not sealed: that would make it look measured). After writing, the new file is read back and
-compared with the old one: equal except for the two added keys, or the old file is put back.
+``results/ablation.json`` becomes the folder ``results/ablation/``, one sealed file per (name, seed):
+the old header, the run's record under ``"run"``, its own ``"seconds"``, and ``"migrated_from"`` (the
+old file's name, checksum, total seconds, written, started, resumed and shards: nothing of it is
+dropped but the summary, which the readers recompute). Weights files move into the folder. Each old
+file is checked first (checksum, schema); it is removed only after its folder reads back to the
+same runs, in the same order, record for record.
 """
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from capsedu.runtime.files import write_atomic
-from capsedu.runtime.stored import StoredRunError, check_schema, parse_stored, seal
+from capsedu.experiments.shared.runs import RunFolder  # noqa: E402
+from capsedu.runtime.stored import NAME_KEYS, read_runs, read_stored, write_stored  # noqa: E402
 
-BUSY: set = set()  # names a long run is writing right now (skipped; seal them later by name)
-
-
-def _same(a, b) -> bool:
-    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+EXTRAS = ("seconds", "written", "started", "resumed", "shards")  # the old file's, kept under "migrated_from"
+SUMMARIES = ("summary", "table")
 
 
-def migrate(path: Path, by_name: bool = False) -> str:
-    if not by_name and path.name in BUSY:
-        return "skipped: being written by a long run (seal it by name once it is done)"
-    for sibling in (path.with_name(path.name + ".lock"), path.with_name(path.name + ".tmp")):
-        if sibling.exists():
-            return f"skipped: {sibling.name} beside it (a run is writing it)"
-    raw = path.read_bytes()
-    try:
-        old = json.loads(raw)
-    except ValueError as err:
-        return f"skipped: not readable JSON ({err})"
-    if isinstance(old, dict) and ("format" in old or "checksum" in old):
-        try:
-            parse_stored(raw, path, require_checksum=True)
-            return "already sealed"
-        except StoredRunError as err:
-            return f"skipped: {err.what}"
-    problem = check_schema(old)
-    if problem is not None:
-        return f"skipped: {problem}"
-    sealed = seal(old)
-    assert _same({k: v for k, v in sealed.items() if k not in ("format", "checksum")}, old)
-    write_atomic(str(path), lambda f: f.write((json.dumps(sealed, indent=2) + "\n").encode()))
-    back = json.loads(path.read_bytes())
-    if not _same({k: v for k, v in back.items() if k not in ("format", "checksum")}, old):
-        write_atomic(str(path), lambda f: f.write(raw))
-        return "FAILED: content changed; the old file is back"
-    parse_stored(path.read_bytes(), path, require_checksum=True)
-    return "sealed (format and checksum added)"
-
-
-def main(argv) -> int:
-    check = "--check" in argv
-    names = [a for a in argv if a != "--check"]
-    paths = [Path(n) for n in names] or sorted([*ROOT.glob("results/*.json"),
-                                                *ROOT.glob("results/two_digits_variants/*.json")])
-    bad = 0
-    for path in paths:
-        if check:
-            try:
-                parse_stored(path.read_bytes(), path, require_checksum=True)
-                status = "sealed and intact"
-            except StoredRunError as err:
-                status, bad = f"NOT OK: {err.what}", bad + 1
-        else:
-            status = migrate(path, by_name=bool(names))
-            bad += status.startswith("FAILED")
-        print(f"{path.relative_to(ROOT) if path.is_absolute() and ROOT in path.parents else path}: {status}")
-    return 1 if bad else 0
+def migrate(path: Path) -> str:
+    old = read_stored(path, require_checksum=True)
+    folder = path.with_suffix("")
+    folder.mkdir()
+    header = {k: v for k, v in old.items() if k not in ("runs", "format", "checksum", *EXTRAS, *SUMMARIES)}
+    header["migrated_from"] = {"file": path.name, "checksum": old["checksum"],
+                               **{k: old[k] for k in EXTRAS if k in old}}
+    for record in old["runs"]:
+        name = next((record[k] for k in NAME_KEYS if k in record), None)
+        seconds = record.get("seconds", record.get("train_seconds", 0.0))
+        write_stored({**header, "run": record, "seconds": seconds},
+                     folder / f"{RunFolder.stem(record['seed'], name)}.json")
+        if "weights" in record:
+            (path.parent / record["weights"]).rename(folder / record["weights"])
+    back = read_runs(folder)
+    assert back["runs"] == old["runs"], f"{folder}: the runs read back differ"
+    assert {k: back[k] for k in header} == header
+    path.unlink()
+    return f"{len(old['runs'])} runs -> {folder.relative_to(ROOT)}/"
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    for file in sorted([*ROOT.glob("results/*.json"), *ROOT.glob("results/two_digits_variants/*.json")]):
+        print(f"{file.relative_to(ROOT)}: {migrate(file)}")

@@ -14,28 +14,25 @@ echo 19 > /proc/self/autogroup 2>/dev/null || true
 capsedu() { python -m capsedu "$@" --no-progress > /dev/null; }
 
 # Chapter 7: the two-digit experiment at a budget that settles (4 heads x 3 seeds x 12 epochs).
-capsedu two-digits --preset long --out results/two_digits_long.json
+capsedu two-digits --preset long --out results/two_digits_long
 # Chapter 7: the control, Su's head with one routing iteration (summing the votes without routing).
-capsedu two-digits --preset long --models capsule-su --iterations 1 --out results/two_digits_r1.json
+capsedu two-digits --preset long --models capsule-su --iterations 1 --out results/two_digits_r1
 # Chapter 7: the investigation, each setting changed on its own from the quick preset, 3 seeds.
 mkdir -p results/two_digits_variants
 V="two-digits --preset quick --seeds 0 1 2"
-capsedu $V --models pooling capsule-su --out results/two_digits_variants/preset.json
-capsedu $V --models pooling --epochs 10 --out results/two_digits_variants/twice_the_epochs_pooling.json
-capsedu $V --models capsule-su --epochs 6 --out results/two_digits_variants/twice_the_epochs.json
-capsedu $V --models capsule-su --margin-lam 0.5 --out results/two_digits_variants/lambda_0.5.json
-capsedu $V --models capsule-su --squash-k 1 --out results/two_digits_variants/squash_k_1.json
-capsedu $V --models capsule-su --init torch --out results/two_digits_variants/torch_init.json
-# Version 0.2.0 changed three long presets (robustness adds the cross-entropy CNN, ablation moves to the
-# paper's 28x28 canvas with 2-px shifts, compare-routing adds em-spread), so the files stored by 0.1.0
-# are refused as "other settings": the first run of each after the upgrade needs --fresh, later ones resume.
+capsedu $V --models pooling capsule-su --out results/two_digits_variants/preset
+capsedu $V --models pooling --epochs 10 --out results/two_digits_variants/twice_the_epochs_pooling
+capsedu $V --models capsule-su --epochs 6 --out results/two_digits_variants/twice_the_epochs
+capsedu $V --models capsule-su --margin-lam 0.5 --out results/two_digits_variants/lambda_0.5
+capsedu $V --models capsule-su --squash-k 1 --out results/two_digits_variants/squash_k_1
+capsedu $V --models capsule-su --init torch --out results/two_digits_variants/torch_init
 # Chapters 9 and 10 side by side, one thread each, so that both cores work on a 2-core machine.
 # Chapter 10: five routing methods on one budget (EM and em-spread take most of the time).
-capsedu compare-routing --preset long --out results/compare_routing.json --threads 1 &
-# Chapter 9: the paper's three experiments (MultiMNIST also stores its fp16 weights, sha256 in the JSON).
-capsedu multimnist --preset long --out results/ --threads 1
-capsedu ablation --preset long --out results/ --threads 1
-capsedu robustness --preset long --out results/ --threads 1
+capsedu compare-routing --preset long --out results/compare_routing --threads 1 &
+# Chapter 9: the paper's three experiments (MultiMNIST also stores its fp16 weights, sha256 in its run file).
+capsedu multimnist --preset long --out results/multimnist --threads 1
+capsedu ablation --preset long --out results/ablation --threads 1
+capsedu robustness --preset long --out results/robustness --threads 1
 wait
 # Chapter 11: the tutorial code's CapsNet against capsedu's, same digits, batch, epochs and seeds.
-capsedu tutorial-vs-fixed --preset long --out results/tutorial_vs_fixed.json
+capsedu tutorial-vs-fixed --preset long --out results/tutorial_vs_fixed

@@ -16,6 +16,7 @@ from capsedu.experiments import ablation, multimnist, robustness
 from capsedu.experiments.multimnist import PairCapsNet
 from capsedu.experiments.shared.arguments import EXPERIMENTS
 from capsedu.methods.baseline_cnn import BaselineCNN, BaselineConfig
+from capsedu.runtime.stored import read_runs, write_stored
 
 MODULES = {"robustness": robustness, "ablation": ablation, "multimnist": multimnist}
 
@@ -212,11 +213,11 @@ def test_robustness_end_to_end_and_matching(data, tmp_path, monkeypatch):
         losses[kwargs["desc"]] = kwargs["loss"]
         return real(*args, **kwargs)
     monkeypatch.setattr(robustness, "train_epochs", recording)
-    result = _run("robustness", config, data=data, out=tmp_path)
+    result = _run("robustness", config, data=data, out=tmp_path / "r")
     assert losses == {f"{m} seed {s}": robustness.MODEL_LOSS[m] for m in config.models for s in config.seeds}
     assert losses["cnn-ce seed 0"] == "cross_entropy"
-    stored = json.loads((tmp_path / robustness.DEFAULT_NAME).read_text())
-    assert stored["summary"] == result["summary"] and stored["settings"]["seeds"] == [0, 1]
+    stored = read_runs(tmp_path / "r")
+    assert robustness.summarise(stored["runs"], config) == result["summary"] and stored["settings"]["seeds"] == [0, 1]
     assert {"command", "date", "hardware", "torch", "settings"} <= set(stored)
     assert len(stored["runs"]) == 3 * 2 and [r["loss"] for r in stored["runs"][:3]] == [
         "margin", "capsnet", "cross_entropy"]
@@ -243,7 +244,7 @@ def test_robustness_end_to_end_and_matching(data, tmp_path, monkeypatch):
 
 
 def test_ablation_and_multimnist_end_to_end(data, tmp_path):
-    result = _run("ablation", _tiny("ablation"), data=data, out=tmp_path / "a.json")
+    result = _run("ablation", _tiny("ablation"), data=data, out=tmp_path / "a")
     table = result["summary"]["table"]
     assert [r["variant"] for r in table] == ["r1", "r3+recon", "r3-detach"]
     assert all(r["seeds"] == 2 and r["clean_error_std"] is not None for r in table)
@@ -257,34 +258,18 @@ def test_ablation_and_multimnist_end_to_end(data, tmp_path):
         assert 100 * len(r["misses"]["clean"]) / n == pytest.approx(r["clean_error"], abs=1e-4)
         assert 1 - len(r["misses"]["affine"]) / n == pytest.approx(r["affine_acc"], abs=1e-6)
         assert all(m == sorted(set(m)) for m in r["misses"].values())
-    result = _run("multimnist", _tiny("multimnist"), data=data, out=tmp_path / "m.json")
+    result = _run("multimnist", _tiny("multimnist"), data=data, out=tmp_path / "m")
     record = result["runs"][0]
     assert 0 <= record["top2"] <= 1 and record["error"] == pytest.approx(100 * (1 - record["top2"]))
-    model = multimnist.load_model(result, tmp_path)
+    model = multimnist.load_model(result, tmp_path / "m")
     assert isinstance(model, PairCapsNet)
-    (tmp_path / record["weights"]).write_bytes(b"corrupt")
+    (tmp_path / "m" / record["weights"]).write_bytes(b"corrupt")
     with pytest.raises(ValueError, match="sha256"):
-        multimnist.load_model(result, tmp_path)
-
-
-def test_resume_skips_finished_runs(data, tmp_path, monkeypatch):
-    config = _tiny("robustness")
-    out = tmp_path / "r.json"
-    first = _run("robustness", dataclasses.replace(config, seeds=(0,)), data=data, out=out)
-    with pytest.raises(ValueError, match=r"other settings \(seeds: \[0\] there, \[0, 1\] here\); pass --fresh"):
-        _run("robustness", config, data=data, out=out)  # seeds differ from the file's
-    calls = []
-    real = robustness.train_epochs
-    monkeypatch.setattr(robustness, "train_epochs", lambda *a, **k: calls.append(k["desc"]) or real(*a, **k))
-    again = _run("robustness", dataclasses.replace(config, seeds=(0,)), data=data, out=out)
-    assert calls == [] and again["runs"] == first["runs"]
-    assert again["resumed"] == 1 and again["started"] == first["date"]
-    fresh = _run("robustness", dataclasses.replace(config, seeds=(0,)), data=data, out=out, fresh=True)
-    assert len(calls) == len(config.models) == len(fresh["runs"]) == 3 and "resumed" not in fresh
+        multimnist.load_model(result, tmp_path / "m")
 
 
 def test_an_interrupted_run_keeps_its_finished_runs_and_a_summary(data, tmp_path, monkeypatch):
-    out = tmp_path / "r.json"
+    out = tmp_path / "r"
     real, calls = robustness.train_epochs, []
 
     def second_call_interrupted(*args, **kwargs):
@@ -295,9 +280,9 @@ def test_an_interrupted_run_keeps_its_finished_runs_and_a_summary(data, tmp_path
     monkeypatch.setattr(robustness, "train_epochs", second_call_interrupted)
     with pytest.raises(KeyboardInterrupt):
         _run("robustness", _tiny("robustness"), data=data, out=out)
-    stored = json.loads(out.read_text())
+    stored = read_runs(out)
     assert [(r["model"], r["seed"]) for r in stored["runs"]] == [("cnn", 0)]
-    assert stored["summary"]["table"] == []  # no seed has both networks yet: nothing to compare, but readable
+    assert robustness.summarise(stored["runs"], _tiny("robustness"))["table"] == []  # nothing to compare yet
 
 
 def test_ablation_stored_run_is_on_the_papers_setting(data):
@@ -314,7 +299,7 @@ def test_ablation_stored_run_is_on_the_papers_setting(data):
 
 def test_out_is_checked_before_training(tmp_path):
     with pytest.raises(ValueError, match="does not exist"):
-        _run("ablation", _tiny("ablation"), out=tmp_path / "missing" / "a.json")
+        _run("ablation", _tiny("ablation"), out=tmp_path / "missing" / "a")
 
 
 # ---------------------------------------------------------------- the command line
@@ -323,18 +308,15 @@ def _cli(*args):
 
 
 def test_cli_writes_and_prints_json(tmp_path):
-    r = _cli("multimnist", "--preset", "smoke", "--seeds", "3", "--out", str(tmp_path), "--no-progress")
+    out = tmp_path / "m"
+    r = _cli("multimnist", "--preset", "smoke", "--seeds", "3", "--out", str(out), "--no-progress")
     assert r.returncode == 0, r.stderr
     printed = json.loads(r.stdout)
-    stored = json.loads((tmp_path / multimnist.DEFAULT_NAME).read_text())
-    assert printed == stored and stored["settings"]["seeds"] == [3] and stored["preset"] == "smoke"
+    stored = read_runs(out)
+    assert printed["runs"] == stored["runs"] and stored["settings"]["seeds"] == [3] and stored["preset"] == "smoke"
     assert stored["command"].startswith("python -m capsedu multimnist --preset smoke")
-    assert (tmp_path / "multimnist_seed3.pt").is_file()
-    again = _cli("multimnist", "--preset", "smoke", "--seeds", "3", "--out", str(tmp_path), "--no-progress")
-    assert again.returncode == 0, again.stderr       # the same command resumes: nothing left to train
-    resumed = json.loads(again.stdout)
-    assert resumed["runs"] == stored["runs"] and resumed["resumed"] == 1 and resumed["started"] == stored["date"]
-    other = _cli("multimnist", "--preset", "smoke", "--seeds", "3", "--epochs", "2", "--out", str(tmp_path))
+    assert sorted(p.name for p in out.iterdir()) == ["multimnist_seed3.pt", "seed3.json"]
+    other = _cli("multimnist", "--preset", "smoke", "--seeds", "3", "--epochs", "2", "--out", str(out))
     err = other.stderr.strip().splitlines()
     assert other.returncode == 1 and len(err) == 1 and "epochs: 1 there, 2 here" in err[0] and "--fresh" in err[0]
 
@@ -349,11 +331,10 @@ def test_every_command_resumes_on_match_and_starts_over_with_fresh(command, tmp_
     module_name, runner, epochs_field, *_ = EXPERIMENTS[command]
     module = importlib.import_module(f"capsedu.experiments.{module_name}")
     seen = []
-    monkeypatch.setattr(module, runner, lambda config, **kw: seen.append(kw["fresh"]) or {"ok": True})
+    monkeypatch.setattr(module, runner, lambda config, **kw: seen.append(kw["fresh"]) or {"runs": []})
     monkeypatch.setattr("capsedu.data.mnist.load_dataset", lambda *a, **k: None)
-    out = tmp_path / module.DEFAULT_NAME
     config = module.PRESETS["smoke"]
-    out.write_text(json.dumps({"settings": settings(config), "runs": []}))
+    write_stored({"settings": settings(config), "run": {"seed": 0}}, tmp_path / "seed0.json")
     argv = [command, "--preset", "smoke", "--out", str(tmp_path), "--no-progress"]
     assert main(argv) == 0 and seen == [False]                          # same settings: resumed
     capsys.readouterr()
@@ -378,5 +359,8 @@ def test_cli_bad_arguments(args):
 def test_cli_bad_out_is_one_line(tmp_path):
     r = _cli("robustness", "--preset", "smoke", "--out", str(tmp_path / "no" / "r.json"))
     assert r.returncode == 1 and r.stderr.strip().splitlines() == [
-        f"capsedu robustness: error: --out {tmp_path / 'no' / 'r.json'}: folder {tmp_path / 'no'} "
-        f"does not exist; create it first"]
+        f"capsedu robustness: error: --out names the folder of the experiment's runs (one JSON file per run), "
+        f"e.g. {tmp_path / 'no' / 'r'}; got the file name {tmp_path / 'no' / 'r.json'}"]
+    r = _cli("robustness", "--preset", "smoke", "--out", str(tmp_path / "no" / "r"))
+    assert r.returncode == 1 and r.stderr.strip().splitlines() == [
+        f"capsedu robustness: error: --out {tmp_path / 'no' / 'r'}: the folder {tmp_path / 'no'} does not exist"]

@@ -5,6 +5,7 @@ import math
 import pytest
 import torch
 
+from capsedu.runtime.stored import read_runs
 from capsedu.core.params import count_parameters
 from capsedu.core.routing import dynamic_routing
 from capsedu.methods.attention import (
@@ -252,7 +253,7 @@ def sample():
 @pytest.fixture(scope="module")
 def compared(sample, tmp_path_factory):
     from capsedu.experiments.compare_routing.run import CompareConfig, compare_routing
-    out = tmp_path_factory.mktemp("cmp") / "cmp.json"
+    out = tmp_path_factory.mktemp("cmp") / "cmp"
     result = compare_routing(CompareConfig(**TINY), out=out, data=sample, progress=False, return_models=True)
     return result, out
 
@@ -260,12 +261,12 @@ def compared(sample, tmp_path_factory):
 def test_compare_routing_end_to_end(compared):
     from capsedu.experiments.compare_routing.run import METHODS
     result, out = compared
-    stored = json.loads(out.read_text())
-    assert [r["method"] for r in stored["runs"]] == list(METHODS)
+    stored = read_runs(out)
+    assert [r["method"] for r in stored["runs"]] == list(METHODS) and stored["runs"] == result["runs"]
     assert {"command", "date", "hardware", "torch", "settings", "seconds"} <= set(stored)
-    params = {r["method"]: r["params"] for r in stored["summary"]["table"]}
+    params = {r["method"]: r["params"] for r in result["summary"]["table"]}
     assert params["attention"] == 161_824 and params["dynamic"] == params["none"]
-    for row in stored["summary"]["table"]:
+    for row in result["summary"]["table"]:
         assert 0 <= row["test"] <= 1 and 0 <= row["affine"] <= 1
         assert row["routing_fwd_bwd_ms"] > 0 and row["epoch_seconds"] > 0 and row["test_std"] is None
     assert set(result["models"]) == set(METHODS)
@@ -315,7 +316,7 @@ def test_misses_agree_with_accuracies_and_models(compared, sample):
     import capsedu.experiments.compare_routing.run as cr
     result, out = compared
     sets = cr.test_sets(sample, cr.CompareConfig(**TINY), "cpu")
-    for run in json.loads(out.read_text())["runs"]:
+    for run in read_runs(out)["runs"]:
         for name, (x, y) in sets.items():
             misses = run["misses"][name]
             assert misses == sorted(set(misses)) and all(0 <= i < len(y) for i in misses)
@@ -332,17 +333,6 @@ def test_misses_agree_with_accuracies_and_models(compared, sample):
     assert alone["misses"] == with_all["misses"]
 
 
-def test_compare_routing_resumes_without_training(compared, sample, monkeypatch):
-    import capsedu.experiments.compare_routing.run as cr
-    _, out = compared
-    before = json.loads(out.read_text())["runs"]
-    monkeypatch.setattr(cr, "train_epochs", lambda *a, **k: pytest.fail("a finished run was trained again"))
-    again = cr.compare_routing(cr.CompareConfig(**TINY), out=out, data=sample, progress=False)
-    assert again["runs"] == before
-    with pytest.raises(ValueError, match=r"other settings \(epochs: 1 there, 2 here\); pass --fresh"):
-        cr.compare_routing(cr.CompareConfig(**{**TINY, "epochs": 2}), out=out, data=sample, progress=False)
-
-
 def test_compare_config_and_presets():
     from capsedu import PRESET_NAMES
     from capsedu.experiments.compare_routing.run import PRESETS, CompareConfig
@@ -352,21 +342,6 @@ def test_compare_config_and_presets():
                        (dict(n_train=0), "n_train"), (dict(source="web"), "source"), (dict(shift=9), "shift")):
         with pytest.raises(ValueError, match=match):
             CompareConfig(**bad)
-
-
-def test_compare_routing_cli_checks_out_first(tmp_path, capsys):
-    from capsedu.cli import main
-    assert main(["compare-routing", "--preset", "smoke", "--out", str(tmp_path / "missing" / "x.json")]) == 1
-    err = capsys.readouterr().err.strip()
-    assert "does not exist" in err and len(err.splitlines()) == 1
-    existing = tmp_path / "compare_routing.json"
-    existing.write_text("{}")
-    assert main(["compare-routing", "--preset", "smoke", "--out", str(tmp_path)]) == 1   # a folder: file inside
-    err = capsys.readouterr().err.strip()
-    assert "no settings" in err and "pass --fresh to start over" in err and len(err.splitlines()) == 1
-    with pytest.raises(SystemExit) as stop:
-        main(["compare-routing", "--preset", "huge"])
-    assert stop.value.code == 2
 
 
 # ---------------------------------------------------------------- the widget and its twin
@@ -397,13 +372,13 @@ def test_compare_routing_cli_prints_the_json(tmp_path, capsys, monkeypatch):
 
     def fake(config, out=None, **kwargs):
         seen.update(config=config, out=out, **kwargs)
-        return {"summary": {"table": []}, "settings": {"epochs": config.epochs}}
+        return {"summary": {"table": []}, "settings": {"epochs": config.epochs}, "runs": []}
     monkeypatch.setattr(cr, "compare_routing", fake)
     monkeypatch.setattr(cr, "estimate_seconds", lambda *a, **k: {"em": 1.0})
     assert main(["compare-routing", "--preset", "smoke", "--out", str(tmp_path), "--seeds", "3", "4",
                  "--epochs", "2"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed["settings"]["epochs"] == 2 and seen["config"].seeds == (3, 4)
-    assert seen["out"] == tmp_path / "compare_routing.json" and seen["preset"] == "smoke"
+    assert seen["out"] == tmp_path and seen["preset"] == "smoke"
     assert main(["compare-routing", "--preset", "smoke", "--seeds", "1", "1"]) == 1
     assert "distinct" in capsys.readouterr().err

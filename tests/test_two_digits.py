@@ -31,6 +31,7 @@ from capsedu.experiments.two_digits.run import (
     two_digit_test_set,
 )
 from capsedu.training.evaluation import count_correct, set_border, set_hits
+from capsedu.runtime.stored import read_runs
 
 
 def pair(*classes, n=10):
@@ -264,38 +265,6 @@ def test_one_seed_has_no_spread(digits):
     assert r["table"][0]["single_acc_std"] is None and r["config"]["seeds"] == [3]
 
 
-def test_resume_keeps_finished_runs_and_trains_only_the_rest(digits, tmp_path, monkeypatch):
-    import capsedu.experiments.two_digits.run as run_module
-    config = TwoDigitConfig(models=("pooling", "capsule-su"), seeds=(0,), epochs=2, batch_size=16, n_pairs=20)
-    full = two_digit_experiment(digits, config, device="cpu", progress=False)
-    out, real, calls = tmp_path / "r.json", run_module.fit, []
-
-    def second_run_interrupted(*args, **kwargs):
-        calls.append(kwargs["checkpoint"])
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return real(*args, **kwargs)
-    monkeypatch.setattr(run_module, "fit", second_run_interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        two_digit_experiment(digits, config, out=out, device="cpu", progress=False)
-    assert calls == [str(tmp_path / "r.ckpt" / f"{m}-seed0.pt") for m in config.models]  # one per run
-    partial = json.loads(out.read_text())                              # saved after every run
-    assert [r["model"] for r in partial["runs"]] == ["pooling"]
-    partial["runs"][0]["marker"] = "kept"                              # a kept run is not retrained
-    out.write_text(json.dumps(partial))
-    monkeypatch.setattr(run_module, "fit", real)
-    resumed = two_digit_experiment(digits, config, out=out, device="cpu", progress=False)
-    assert resumed["runs"][0]["marker"] == "kept" and resumed["resumed"] == 1
-    assert resumed["started"] == partial["date"]
-    assert resumed["runs"][1] == {**full["runs"][1], "train_seconds": resumed["runs"][1]["train_seconds"]}
-    assert not (tmp_path / "r.ckpt").exists()                          # every run is in the file now
-    other = config.replace(margin_lam=0.5)
-    with pytest.raises(ValueError, match=r"other settings \(margin_lam: 0.25 there, 0.5 here\); pass --fresh"):
-        two_digit_experiment(digits, other, out=out, device="cpu", progress=False)
-    fresh = two_digit_experiment(digits, other, out=out, fresh=True, device="cpu", progress=False)
-    assert "resumed" not in fresh and len(fresh["runs"]) == 2 and "marker" not in fresh["runs"][0]
-
-
 def test_a_run_interrupted_mid_way_resumes_from_its_checkpoint(digits, tmp_path, monkeypatch):
     import capsedu.training.loop as loop
     config = TwoDigitConfig(models=("capsule-su",), seeds=(0,), epochs=2, batch_size=16, n_pairs=20, curve=True)
@@ -307,17 +276,17 @@ def test_a_run_interrupted_mid_way_resumes_from_its_checkpoint(digits, tmp_path,
             raise KeyboardInterrupt
         return real(run, epoch, *args, **kwargs)
     monkeypatch.setattr(loop, "train_epoch", interrupted_in_epoch_2)
-    out = tmp_path / "r.json"
+    out = tmp_path / "r"
     with pytest.raises(KeyboardInterrupt):
         two_digit_experiment(digits, config, out=out, device="cpu", progress=False)
-    assert (tmp_path / "r.ckpt" / "capsule-su-seed0.pt").is_file() and not out.exists()
+    assert [p.name for p in out.iterdir()] == ["capsule-su-seed0.ckpt.pt"]   # the run's checkpoint, no run file
     monkeypatch.setattr(loop, "train_epoch", real)
     resumed = two_digit_experiment(digits, config, out=out, device="cpu", progress=False)  # continues at epoch 2
 
     def timeless(run):
         return {k: v for k, v in run.items() if k != "train_seconds"}
     assert timeless(resumed["runs"][0]) == timeless(straight["runs"][0])  # bit-exact on a CPU
-    assert not (tmp_path / "r.ckpt").exists()
+    assert [p.name for p in out.iterdir()] == ["capsule-su-seed0.json"]      # the checkpoint went
 
 
 @pytest.mark.parametrize("bad, match", [
@@ -369,9 +338,9 @@ def test_presets_follow_su_where_they_say_so():
 
 
 def test_the_stored_investigation_baseline_is_the_quick_preset():
-    """Chapter 7 calls results/two_digits_variants/preset.json "the quick budget": its settings must be the
+    """Chapter 7 calls results/two_digits_variants/preset/ "the quick budget": its settings must be the
     quick preset's, apart from the three seeds it was run with."""
-    stored = json.loads((Path(__file__).parents[1] / "results" / "two_digits_variants" / "preset.json").read_text())
+    stored = read_runs(Path(__file__).parents[1] / "results" / "two_digits_variants" / "preset")
     quick = PRESETS["quick"].as_dict()
     differ = {k for k in quick if k != "seeds" and stored["config"].get(k) != quick[k]}
     assert not differ, {k: (stored["config"].get(k), quick[k]) for k in differ}
@@ -391,12 +360,12 @@ def test_cli_two_digits_bad_arguments():
 def test_cli_prints_the_same_table_as_the_function_and_resumes(digits, capsys, tmp_path):
     args = ["two-digits", "--preset", "smoke", "--source", "sample", "--limit", "48", "--test-limit", "60",
             "--models", "pooling", "capsule-su", "--seeds", "0", "1", "--epochs", "1", "--batch-size", "16",
-            "--pairs", "30", "--device", "cpu", "--no-progress", "--out", str(tmp_path)]
+            "--pairs", "30", "--device", "cpu", "--no-progress", "--out", str(tmp_path / "td")]
     assert cli.main(args) == 0
     printed = json.loads(capsys.readouterr().out)
-    stored = tmp_path / "two-digits-smoke.json"                       # a folder: a named file inside it
-    assert printed == json.loads(stored.read_text())
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["two-digits-smoke.json"]  # no .tmp, no checkpoints
+    assert printed["runs"] == read_runs(tmp_path / "td")["runs"]
+    assert sorted(p.name for p in (tmp_path / "td").iterdir()) == [   # one file per run; no .tmp, no checkpoint
+        f"{m}-seed{s}.json" for m in ("capsule-su", "pooling") for s in (0, 1)]
     config = PRESETS["smoke"].replace(models=("pooling", "capsule-su"), seeds=(0, 1), epochs=1, n_pairs=30,
                                       n_train=48, n_test=60)
     direct = two_digit_experiment(digits, config, device="cpu", progress=False)
@@ -405,14 +374,14 @@ def test_cli_prints_the_same_table_as_the_function_and_resumes(digits, capsys, t
     assert printed["command"].endswith(" ".join(args)) and printed["torch"] == torch.__version__
     assert cli.main(args) == 0                                         # rerun: every run is already there
     again = json.loads(capsys.readouterr().out)
-    assert again["runs"] == printed["runs"] and again["resumed"] == 1
-    other = args[:-2] + ["--margin-lam", "0.5", "--out", str(tmp_path)]
+    assert again["runs"] == printed["runs"]
+    other = args[:-2] + ["--margin-lam", "0.5", "--out", str(tmp_path / "td")]
     assert cli.main(other) == 1                                        # other settings: refused, one line
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "margin_lam: 0.25 there, 0.5 here" in err[0] and "pass --fresh to start over" in err[0]
     assert cli.main([*other, "--fresh"]) == 0                          # --fresh: starts over
     fresh = json.loads(capsys.readouterr().out)
-    assert "resumed" not in fresh and fresh["config"]["margin_lam"] == 0.5 and len(fresh["runs"]) == 4
+    assert fresh["config"]["margin_lam"] == 0.5 and len(fresh["runs"]) == 4
 
 
 def test_each_run_stores_the_items_it_got_wrong(tiny_result, digits):

@@ -35,9 +35,8 @@ from capsedu.speed.fast import fused_routing
 from capsedu.training.evaluation import predict_lengths
 
 __all__ = ["VARIANTS", "PAPER_TABLE1", "AblationConfig", "PRESETS", "make_variant", "ablation_experiment",
-           "summarise", "DEFAULT_NAME"]
+           "summarise"]
 
-DEFAULT_NAME = "ablation.json"
 # name -> (routing iterations, reconstruction loss, detach_inner)
 VARIANTS = {
     "r1": (1, False, False),
@@ -135,8 +134,8 @@ def ablation_experiment(config: AblationConfig, out=None, fresh: bool = False, d
                         command: Optional[str] = None, preset: Optional[str] = None, progress: bool = True,
                         shard=None) -> Dict:
     """Train every variant once per seed (skipping finished ones, unless ``fresh``); test after the last epoch.
-    ``shard``: only that shard of the grid (``capsedu.experiments.shared.grid``)."""
-    _, device, result, data = start_experiment(config, AblationConfig, out, DEFAULT_NAME, fresh, device, command,
+    ``shard``: only that shard of the grid (``capsedu.experiments.shared.runs.Shard``)."""
+    _, device, result, data = start_experiment(config, AblationConfig, out, fresh, device, command,
                                                preset, lambda runs: summarise(runs, config), data, progress,
                                                shard=shard)
     sets = _test_sets(data, config, device)

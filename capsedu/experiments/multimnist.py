@@ -35,14 +35,13 @@ from capsedu.experiments.shared.runs import (
     start_experiment,
     train_epochs,
 )
-from capsedu.runtime.files import remove_stale_tmp, sha256_of
+from capsedu.runtime.files import sha256_of
 from capsedu.runtime.results import results_dir
 from capsedu.training.evaluation import count_correct, predict_lengths
 
 __all__ = ["PairCapsNet", "MultiMNISTConfig", "PRESETS", "multimnist_experiment", "load_model",
-           "DEFAULT_NAME", "PAPER_ERROR", "summarise"]
+           "PAPER_ERROR", "summarise"]
 
-DEFAULT_NAME = "multimnist.json"
 PAPER_ERROR = 5.2  # Sabour et al. (2017), Table 1: MultiMNIST test error %, 3 iterations with reconstruction
 
 
@@ -151,12 +150,12 @@ def multimnist_experiment(config: MultiMNISTConfig, out=None, fresh: bool = Fals
                           return_model: bool = False, shard=None) -> Dict:
     """Train one PairCapsNet per seed (skipping finished seeds, unless ``fresh``); top-2 accuracy after each epoch.
 
-    With ``out`` and ``config.save_weights``, each seed's weights go to ``<out stem>_seed<k>.pt`` (fp16)
-    and its record holds their file name and sha256. ``return_model``: also "model" (not JSON),
+    With ``out`` and ``config.save_weights``, each seed's weights go to ``multimnist_seed<k>.pt`` (fp16) in
+    the folder, and its record holds their file name and sha256. ``return_model``: also "model" (not JSON),
     the last trained model, and "test" (the test pairs and targets). ``shard``: train only that shard
-    of the seeds (``capsedu.experiments.shared.grid``; it needs ``out``).
+    of the seeds (``capsedu.experiments.shared.runs.Shard``).
     """
-    path, device, result, data = start_experiment(config, MultiMNISTConfig, out, DEFAULT_NAME, fresh, device,
+    path, device, result, data = start_experiment(config, MultiMNISTConfig, out, fresh, device,
                                                   command, preset, summarise, data, progress, shard=shard)
     todo = [seed for seed, _ in result.todo(config.seeds)]
     x_digits, y_digits = data.x_train[:config.n_train], data.y_train[:config.n_train]
@@ -164,12 +163,9 @@ def multimnist_experiment(config: MultiMNISTConfig, out=None, fresh: bool = Fals
                                        config.canvas, config.max_shift, torch.Generator().manual_seed(config.test_seed),
                                        separate=True)
     test_x, test_t = test_x.to(device), test_t.to(device)
-    if path is not None and config.save_weights:
-        try:
-            _check_weights(result, path, todo)  # before any training: nothing of another's replaced
-        except BaseException:
-            result.release()
-            raise
+    for record in result.done.values():  # the resumed seeds' weights pass their sha256, before any training
+        if "weights" in record:
+            _verify_weights(path / str(record["weights"]), record)
 
     def test(model) -> Dict:
         return {"top2": count_correct(predict_lengths(model, test_x), test_t).item() / len(test_t)}
@@ -198,14 +194,14 @@ def multimnist_experiment(config: MultiMNISTConfig, out=None, fresh: bool = Fals
     return output
 
 
-def summarise(runs) -> Dict:
+def summarise(runs, config: Optional[MultiMNISTConfig] = None) -> Dict:
     """Mean and std over seeds of the top-2 error (%), beside the paper's."""
     mean, std = spread([r["error"] for r in runs])
     return {"error": mean, "error_std": std, "top2": 1 - mean / 100, "paper_error": PAPER_ERROR, "seeds": len(runs)}
 
 
-def _weights_path(path: Path, seed: int) -> Path:
-    return path.with_name(f"{path.stem}_seed{seed}.pt")
+def _weights_path(folder: Path, seed: int) -> Path:
+    return folder / f"multimnist_seed{seed}.pt"
 
 
 def _verify_weights(file: Path, record: Dict) -> None:
@@ -220,22 +216,6 @@ def _verify_weights(file: Path, record: Dict) -> None:
                          f" (recorded in the JSON): the file is damaged or was replaced; restore it, or pass --fresh")
 
 
-def _check_weights(result, path: Path, seeds) -> None:
-    """Resumed seeds: their weights pass their sha256. Seeds to train: their weights file is absent,
-    or one this run's JSON (the one resumed, or the one ``--fresh`` replaces) records: capsedu never
-    overwrites weights it did not write."""
-    for record in result.data["runs"]:
-        if "weights" in record:
-            _verify_weights(path.with_name(str(record["weights"])), record)
-    ours = {r.get("weights") for r in [*result.replaced, *result.data["runs"]] if isinstance(r, dict)}
-    for seed in seeds:
-        file = _weights_path(path, seed)
-        remove_stale_tmp(file)  # left by a killed writer (the lock says none is running)
-        if result.find(seed=seed) is None and (file.exists() or file.is_symlink()) and file.name not in ours:
-            raise ValueError(f"{file} exists and is not recorded in {path}; capsedu never overwrites weights "
-                             "it did not write: move it away, or use another --out")
-
-
 def _save_weights(model: nn.Module, path: Path) -> Dict:
     """fp16 weights (half the bytes; the figure does not need more), written atomically, and their sha256."""
     from capsedu.runtime.checkpoints import save_atomic
@@ -246,10 +226,10 @@ def _save_weights(model: nn.Module, path: Path) -> Dict:
 
 
 def load_model(result: Dict, folder=None, seed: Optional[int] = None) -> PairCapsNet:
-    """The stored model of ``result`` (a multimnist JSON) from ``folder`` (default: the repository's
-    ``results/``), sha256-checked, in float32."""
+    """The stored model of ``result`` (the multimnist runs) from ``folder`` (default: the stored runs'
+    ``multimnist/``), sha256-checked, in float32."""
     if folder is None:
-        folder = results_dir()
+        folder = results_dir() / "multimnist"
     settings = {k: tuple(v) if isinstance(v, list) else v for k, v in result["settings"].items()}
     record = next((r for r in result["runs"] if seed is None or r["seed"] == seed), None)
     if record is None or "weights" not in record:

@@ -37,11 +37,10 @@ from capsedu.methods.baseline_cnn import BaselineCNN, BaselineConfig
 from capsedu.training.evaluation import predict_lengths
 
 __all__ = ["MODELS", "MODEL_LOSS", "RobustnessConfig", "PRESETS", "make_model", "test_sets",
-           "robustness_experiment", "summarise", "matched_runs", "DEFAULT_NAME", "PAPER_AFFNIST"]
+           "robustness_experiment", "summarise", "matched_runs", "PAPER_AFFNIST"]
 
 MODELS = ("cnn", "capsnet", "cnn-ce")  # a new model goes last: the earlier ones' runs keep their order
 MODEL_LOSS = {"cnn": "margin", "capsnet": "capsnet", "cnn-ce": "cross_entropy"}  # fit's loss for each
-DEFAULT_NAME = "robustness.json"
 # Sabour et al. (2017), section 5.2: (accuracy on the shifted MNIST test set, accuracy on affNIST). The
 # paper's CNN is trained with cross-entropy ("cnn-ce"); "cnn" repeats its numbers for the chapter's older text.
 PAPER_AFFNIST = {"capsnet": (0.9923, 0.79), "cnn": (0.9922, 0.66), "cnn-ce": (0.9922, 0.66)}
@@ -175,12 +174,12 @@ def robustness_experiment(config: RobustnessConfig, out=None, fresh: bool = Fals
                           progress: bool = True, shard=None) -> Dict:
     """Train each model once per seed (skipping those ``out`` already holds, unless ``fresh``), then summarise.
 
-    ``out``: a JSON file (or a folder: ``DEFAULT_NAME`` inside it) rewritten after every
-    finished model x seed; None keeps the result in memory. ``data``: x_train, y_train,
-    x_test, y_test tensors of 28x28 digits (default: ``load_dataset("mnist", config.source)``). ``shard``:
-    train only that shard of the grid (``capsedu.experiments.shared.grid``; it needs ``out``).
+    ``out``: the folder of runs, one JSON file per finished model x seed; None keeps the result in
+    memory. ``data``: x_train, y_train, x_test, y_test tensors of 28x28 digits (default:
+    ``load_dataset("mnist", config.source)``). ``shard``: train only that share of the grid
+    (``capsedu.experiments.shared.runs.Shard``).
     """
-    _, device, result, data = start_experiment(config, RobustnessConfig, out, DEFAULT_NAME, fresh, device, command,
+    _, device, result, data = start_experiment(config, RobustnessConfig, out, fresh, device, command,
                                                preset, lambda runs: summarise(runs, config), data, progress,
                                                shard=shard)
     sets = test_sets(data, config, device)

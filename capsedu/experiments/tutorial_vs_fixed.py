@@ -11,7 +11,7 @@
   prediction off the decoder's mask, and how many test predictions change when the same test
   digits are batched in another order), the indices missed at the end ("misses", for McNemar),
   and the steps whose loss was not finite. One (model, seed) per record, written as it finishes;
-  a rerun resumes (``capsedu.experiments.shared.runs``).
+  a rerun resumes (``capsedu.experiments.shared.runs.Shard``).
 """
 from __future__ import annotations
 
@@ -30,11 +30,10 @@ from capsedu.experiments.shared.runs import check_config, spread_table, start_ex
 from capsedu.methods.tutorial_capsnet import MNIST_MEAN, MNIST_STD, TUTORIAL_TRAINING, TutorialCapsNet, tutorial_loss
 from capsedu.training.evaluation import predict_lengths
 
-__all__ = ["MODELS", "TutorialConfig", "PRESETS", "DEFAULT_NAME", "tutorial_vs_fixed", "summarise"]
+__all__ = ["MODELS", "TutorialConfig", "PRESETS", "tutorial_vs_fixed", "summarise"]
 
 MODELS = {"tutorial": "the tutorial code re-created, pitfalls included, trained as it trains",
           "fixed": "capsedu's CapsNet, trained as the paper (shifts, squared margins, summed reconstruction)"}
-DEFAULT_NAME = "tutorial_vs_fixed.json"
 TEST_BATCH = 100   # the tutorial code's test batch: its routing shares logits within a batch
 
 
@@ -143,8 +142,8 @@ def tutorial_vs_fixed(config: TutorialConfig, out=None, fresh: bool = False, dev
                       command: Optional[str] = None, preset: Optional[str] = None, progress: bool = True,
                       shard=None) -> Dict:
     """Train each model once per seed (skipping those ``out`` holds, unless ``fresh``); summarise.
-    ``shard``: only that shard of the grid (``capsedu.experiments.shared.grid``)."""
-    _, device, result, data = start_experiment(config, TutorialConfig, out, DEFAULT_NAME, fresh, device, command,
+    ``shard``: only that shard of the grid (``capsedu.experiments.shared.runs.Shard``)."""
+    _, device, result, data = start_experiment(config, TutorialConfig, out, fresh, device, command,
                                                preset, lambda runs: summarise(runs, config), data, progress,
                                                shard=shard)
     x_test, y_test = data.x_test[:config.n_test].to(device), data.y_test[:config.n_test].to(device)

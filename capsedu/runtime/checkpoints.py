@@ -90,7 +90,7 @@ def _what_it_is(path: str) -> str:
             data = json.loads(head)
         except ValueError:
             return "it looks like a JSON file (not a checkpoint)"
-        if isinstance(data, dict) and "runs" in data:
+        if isinstance(data, dict) and "run" in data:
             return "it is a stored-run JSON (an experiment's results), not a checkpoint"
         return "it is a JSON file, not a checkpoint"
     return ""

@@ -1,14 +1,10 @@
-"""One writer per output, and only what a run created is ever deleted (no torch).
+"""One writer per output (no torch): ``train``'s ``--out`` folder.
 
 - ``OutputLock(path)``: an exclusive ``fcntl.flock`` on ``<path>.lock``, which holds the holder's
   pid, host and start time. Taken before any work; a second writer is refused at once with one
   line naming the holder. Re-entrant within a process (the command line and the experiment it
   runs both take it). Released (and the file removed) on ``release``; a lock file whose holder died
   (the kernel dropped its flock) is taken over with a note on stderr.
-- ``OwnedFolder(folder)``: a folder of per-run files (``<out stem>.ckpt/``) with a manifest
-  (``MANIFEST``) listing the files the run handed out; ``clear`` deletes those (and their ``.tmp``)
-  and nothing else, then the folder only if it is empty. A folder without a manifest is not
-  the run's: nothing in it is deleted.
 """
 from __future__ import annotations
 
@@ -18,9 +14,9 @@ import os
 import socket
 import sys
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict
 
-__all__ = ["LockError", "OutputLock", "OwnedFolder"]
+__all__ = ["LockError", "OutputLock"]
 
 try:
     import fcntl
@@ -115,48 +111,3 @@ class OutputLock:
 
     def __exit__(self, *exc):
         self.release()
-
-
-class OwnedFolder:
-    """A folder of files a run creates, with a manifest of them: ``clear`` removes only those."""
-
-    MANIFEST = "MANIFEST"
-
-    def __init__(self, folder):
-        self.folder = Path(folder)
-        self.manifest = self.folder / self.MANIFEST
-
-    def files(self) -> List[str]:
-        try:
-            names = json.loads(self.manifest.read_text()).get("files", [])
-        except (OSError, ValueError, AttributeError):
-            return []
-        return [n for n in names if isinstance(n, str) and "/" not in n and n not in ("", ".", "..")]
-
-    def hand_out(self, name: str) -> Path:
-        """The path of the run's file ``name`` in the folder (created, with its manifest, if need be)."""
-        self.folder.mkdir(exist_ok=True)
-        names = self.files()
-        if name not in names:
-            from capsedu.runtime.files import write_json
-            write_json({"what": "files written by a capsedu stored run; only these are ever deleted",
-                        "files": [*names, name]}, self.manifest)
-        return self.folder / name
-
-    def clear(self) -> List[str]:
-        """Delete the files the manifest lists, the manifest, and the folder if nothing else is in it;
-        returns what was left (files the run did not create)."""
-        if not self.folder.is_dir() or not self.manifest.is_file():
-            return []
-        for name in self.files():
-            for p in (self.folder / name, self.folder / (name + ".tmp")):
-                if p.is_file():
-                    p.unlink()
-        self.manifest.unlink()
-        for tmp in (self.folder / (self.MANIFEST + ".tmp"),):
-            if tmp.is_file():
-                tmp.unlink()
-        left = sorted(p.name for p in self.folder.iterdir())
-        if not left:
-            self.folder.rmdir()
-        return left

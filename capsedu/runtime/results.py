@@ -11,9 +11,9 @@
 - ``results_dir()``, ``benchmarks_dir()``: the stored runs and benchmark results, wherever the book
   runs: the copies an installed package ships (``capsedu/shipped/``, written by ``setup.py``), else
   the checkout's ``results/`` and ``benchmarks/results/``; never relative to the working directory.
-- ``stored_run(name)``: a JSON of those stored runs, checked by ``capsedu.runtime.stored`` (format,
-  checksum, schema): None only when it is not there; a damaged file, or a folder of that name, is one
-  ``StoredRunError`` line naming it; a failed download, one ``StoredRunUnavailable`` line saying why.
+- ``stored_run(name)``: one of those stored runs (an experiment's folder, or a file), checked by
+  ``capsedu.runtime.stored`` (format, checksum, schema): None only when it is not there; a damaged
+  one is one ``StoredRunError`` line naming it.
 - ``stored_or_preview(name, check)``: what a chapter calls: (data, None), or (None, the one line
   to print before showing its live preview instead); a notebook never stops on a stored file.
 """
@@ -27,9 +27,9 @@ import sys
 from pathlib import Path
 from typing import Dict, Optional, Sequence
 
-from capsedu.runtime.stored import StoredRunError, parse_stored, read_stored
+from capsedu.runtime.stored import StoredRunError, read_runs, read_stored
 
-__all__ = ["output_path", "results_dir", "benchmarks_dir", "StoredRunUnavailable", "utc_now", "command_line", "provenance", "stored_run",
+__all__ = ["output_path", "results_dir", "benchmarks_dir", "utc_now", "command_line", "provenance", "stored_run",
            "stored_or_preview"]
 
 
@@ -105,52 +105,29 @@ def benchmarks_dir() -> Path:
     return shipped if shipped.is_dir() else CHECKOUT / "benchmarks" / "results"
 
 
-class StoredRunUnavailable(Exception):
-    """A stored run that is neither shipped nor reachable: the message says which URL and why."""
-
-
 def stored_run(name: str, settings_key: Optional[str] = None) -> Optional[Dict]:
-    """A stored run from ``results_dir()``, checked; None only if it is not there.
-
-    A checkout (the book build, a local Jupyter) and an installed package read the file they hold;
-    a file the package lacks is fetched from the repository at ``capsedu.REVISION`` (None when the
-    repository answers that it has no such file; ``StoredRunUnavailable`` when the download fails
-    for another reason). A damaged file, one without a checksum, or a folder of that name is a
-    ``StoredRunError`` (one line naming it).
-    """
-    from capsedu import REPO_URL, REVISION
+    """The stored run ``name`` of ``results_dir()``, checked; None only if it is not there. A folder (an
+    experiment, one file per run) reads as one object (``capsedu.runtime.stored.read_runs``); a damaged
+    file, one without a checksum, or a folder of runs of other settings is a ``StoredRunError`` (one line
+    naming it). The wheel ships every stored run (``setup.py``), so Colab reads them from the package."""
     local = results_dir() / name
+    if local.is_dir():
+        return read_runs(local)
     if local.exists() or local.is_symlink():
         return read_stored(local, settings_key, require_checksum=True)
-    if "github.com" not in REPO_URL:
-        return None
-    import urllib.error
-    import urllib.request
-    url = REPO_URL.replace("github.com", "raw.githubusercontent.com") + f"/{REVISION}/results/{name}"
-    try:
-        with urllib.request.urlopen(url, timeout=10) as response:
-            text = response.read()
-    except urllib.error.HTTPError as err:
-        if err.code == 404:
-            return None
-        raise StoredRunUnavailable(f"could not download {url}: HTTP {err.code} {err.reason}") from None
-    except (urllib.error.URLError, OSError, ValueError) as err:
-        reason = getattr(err, "reason", err)
-        raise StoredRunUnavailable(f"could not download {url}: {reason}") from None
-    return parse_stored(text, url, settings_key, require_checksum=True)
+    return None
 
 
 def stored_or_preview(name: str, check=None, settings_key: Optional[str] = None):
     """(the stored run ``name``, None), or (None, the one line a chapter prints before it shows its
     live preview instead, labelled as such). ``check(data)`` may raise (KeyError, IndexError,
-    TypeError, ValueError) when the file lacks what the chapter reads; that too is a fallback."""
+    TypeError, ValueError) when the file lacks what the chapter reads; that too is a fallback; it may
+    also add to ``data`` (``capsedu.experiments.shared.runs.stored_or_preview`` adds the summary)."""
     where = f"results/{name}"
     try:
         data = stored_run(name, settings_key)
     except StoredRunError as err:
         return None, f"{err}; showing the live preview instead (not the stored run)"
-    except StoredRunUnavailable as err:
-        return None, f"{err}; the live preview stands in (not the stored run)"
     if data is None:
         return None, f"{where} is not there; showing the live preview instead (not the stored run)"
     if not data.get("runs"):

@@ -1,8 +1,10 @@
 """The one stored-run format: every experiment writes it, and resume, ``stored_run`` and the chapters read it.
 
 A stored run is one JSON object: a header (provenance, the settings under ``"settings"`` or, for
-the two-digit experiment, ``"config"``), ``"runs"`` (one record per finished model x seed) and a
-summary, plus two keys that make it checkable:
+the two-digit experiment, ``"config"``) and ``"run"``, the record of one finished (model, seed) run
+of an experiment (``capsedu.experiments.shared.runs``; files from before one file per run held
+``"runs"``, a list, and ``scripts/migrate_results.py`` splits them), plus two keys that make it
+checkable:
 
 - ``"format"``: ``FORMAT`` (1), the version of this layout;
 - ``"checksum"``: ``"sha256:"`` + the sha256 of ``canonical(data)``, i.e. of
@@ -26,11 +28,13 @@ import os
 from pathlib import Path
 from typing import Dict, Optional
 
-__all__ = ["FORMAT", "NAME_KEYS", "StoredRunError", "canonical", "checksum", "seal", "check_schema",
-           "parse_stored", "read_stored", "write_stored"]
+__all__ = ["FORMAT", "NAME_KEYS", "GRID_FIELDS", "StoredRunError", "canonical", "checksum", "seal", "check_schema",
+           "parse_stored", "read_stored", "write_stored", "differences", "run_settings", "run_files", "read_runs"]
 
 FORMAT = 1
 NAME_KEYS = ("model", "method", "variant")  # what a record is a run of (with its seed)
+GRID_FIELDS = ("seeds", "models", "variants", "methods")  # the grid's own settings: its run files may differ in them
+_RUN_ONLY = ("run", "seconds", "written", "format", "checksum", "edited")
 # header key -> the types it may have (when present)
 HEADER_TYPES = {"command": (str,), "date": (str,), "preset": (str, type(None)), "seconds": (int, float),
                 "resumed": (int,), "started": (str, type(None)), "written": (str,), "device": (str,)}
@@ -79,9 +83,10 @@ def check_schema(data, settings_key: Optional[str] = None) -> Optional[str]:
     for key, types in HEADER_TYPES.items():
         if key in data and (not isinstance(data[key], types) or isinstance(data[key], bool)):
             return f"its \"{key}\" is a {type(data[key]).__name__} ({data[key]!r:.40}), expected {types[0].__name__}"
-    runs = data.get("runs")
+    runs = [data["run"]] if "run" in data else data.get("runs")
     if not isinstance(runs, list):
-        return "lacks its \"runs\" list" if runs is None else f"its \"runs\" is a {type(runs).__name__}, expected a list"
+        return "lacks its \"run\" (or \"runs\" list)" if runs is None else \
+            f"its \"runs\" is a {type(runs).__name__}, expected a list"
     seen = set()
     for i, record in enumerate(runs):
         if not isinstance(record, dict):
@@ -157,3 +162,58 @@ def write_stored(data: Dict, path) -> Dict:
     sealed = seal(data)
     write_json(sealed, os.fspath(path))
     return sealed
+
+
+def differences(old, new) -> str:
+    """The settings that differ between two stored runs, one phrase."""
+    if not isinstance(old, dict):
+        return "it has no settings"
+    keys = [k for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+    return "; ".join(f"{k}: {old.get(k)!r} there, {new.get(k)!r} here" for k in keys)
+
+
+def run_settings(data: Dict, settings_key: str) -> Dict:
+    return {k: v for k, v in data[settings_key].items() if k not in GRID_FIELDS}
+
+
+def run_files(folder: Path, settings_key: Optional[str] = None, resuming: bool = False,
+              expected: Optional[Dict] = None):
+    """(stem, stored data) of every run file in ``folder``, each checked (a ``StoredRunError`` for a damaged
+    one). A file whose settings (grid fields aside) differ from ``expected`` or from the first file's: a
+    ValueError saying how to start over when ``resuming``, else a ``StoredRunError``."""
+    found = []
+    for path in sorted(Path(folder).glob("*.json")):
+        data = read_stored(path, settings_key, require_checksum=not resuming, resuming=resuming)
+        if not isinstance(data.get("run"), dict):
+            raise StoredRunError(path, "holds no \"run\"; expected one run of an experiment")
+        key = settings_key or ("config" if "config" in data else "settings")
+        mine = run_settings(data, key)
+        want = expected if expected is not None else run_settings(found[0][1], key) if found else mine
+        if mine != want:
+            what = f"holds a run with other settings ({differences(mine, want)})"
+            if resuming:
+                raise ValueError(f"{path} {what}; pass --fresh to start over (it removes the folder's runs), "
+                                 "or use another --out")
+            raise StoredRunError(path, f"{what} than the other runs of its folder")
+        found.append((path.stem, data))
+    return found
+
+
+def read_runs(folder) -> Optional[Dict]:
+    """The experiment stored in ``folder`` as one object: the first run's header (its settings), ``"runs"``
+    ordered by the settings' seeds and names, ``"seconds"`` summed. None when the folder holds no run; a
+    damaged or edited file, or runs of other settings: one ``StoredRunError`` line naming the file."""
+    files = run_files(folder)
+    if not files:
+        return None
+    data = {k: v for k, v in files[0][1].items() if k not in _RUN_ONLY}
+    grid = data["config" if "config" in data else "settings"]
+    names = next((grid[k] for k in GRID_FIELDS[1:] if k in grid), [None])
+    rank = {key: i for i, key in enumerate((s, n) for s in grid.get("seeds", []) for n in names)}
+
+    def place(run):
+        key = (run.get("seed"), next((run[k] for k in NAME_KEYS if k in run), None))
+        return rank.get(key, len(rank)), key[0], str(key[1])
+    data["runs"] = sorted((d["run"] for _, d in files), key=place)
+    data["seconds"] = round(sum(d.get("seconds", 0.0) for _, d in files), 2)
+    return data

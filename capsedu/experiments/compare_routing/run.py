@@ -41,7 +41,7 @@ from capsedu.methods.matrix_capsnet import MatrixCapsNet, MatrixCapsNetConfig
 from capsedu.speed.bench import estimate_fit_seconds, median_seconds
 from capsedu.training.evaluation import predict_lengths
 
-__all__ = ["METHODS", "LOSS", "EM_SPREAD_CONFIG", "CompareConfig", "PRESETS", "DEFAULT_NAME", "make_model",
+__all__ = ["METHODS", "LOSS", "EM_SPREAD_CONFIG", "CompareConfig", "PRESETS", "make_model",
            "routing_step", "estimate_seconds", "compare_routing", "summarise"]
 
 METHODS = {
@@ -61,7 +61,6 @@ LOSS = {"em-spread": "spread"}   # the loss of each method not trained with the 
 # 0.34 with lambda_3 = 0.43 (final 3), below the spread loss's final margin 0.9 (reached after 20% of
 # the run); 0.945 with lambda_3 = 2.14 (final 15; the margin needs >= 12.4).
 EM_SPREAD_CONFIG = MatrixCapsNetConfig(A=128, B=8, conv_caps=((8, 3, 2),), stem="su", final_lambda=15.0)
-DEFAULT_NAME = "compare_routing.json"
 
 
 @dataclass(frozen=True)
@@ -224,13 +223,13 @@ def compare_routing(config: CompareConfig, out=None, fresh: bool = False, device
                     return_models: bool = False, shard=None) -> Dict:
     """Train each method once per seed (skipping those ``out`` holds, unless ``fresh``); summarise.
 
-    ``out``: a JSON file (or a folder: ``DEFAULT_NAME`` inside) rewritten after every finished
-    method x seed; None keeps the result in memory. ``data``: 28x28 digits as x_train, y_train,
-    x_test, y_test (default: ``load_dataset("mnist", config.source)``). With ``return_models``
-    the result also holds "models": {method: model trained with the first seed} (not JSON). ``shard``:
-    train only that shard of the grid (``capsedu.experiments.shared.grid``; it needs ``out``).
+    ``out``: the folder of runs, one JSON file per finished method x seed; None keeps the result in
+    memory. ``data``: 28x28 digits as x_train, y_train, x_test, y_test (default:
+    ``load_dataset("mnist", config.source)``). With ``return_models`` the result also holds
+    "models": {method: model trained with the first seed} (not JSON). ``shard``: train only that
+    share of the grid (``capsedu.experiments.shared.runs.Shard``).
     """
-    _, device, result, data = start_experiment(config, CompareConfig, out, DEFAULT_NAME, fresh, device, command,
+    _, device, result, data = start_experiment(config, CompareConfig, out, fresh, device, command,
                                                preset, lambda runs: summarise(runs, config), data, progress,
                                                shard=shard)
     sets = test_sets(data, config, device)

@@ -4,27 +4,29 @@ robustness|ablation|multimnist|compare-routing|tutorial-vs-fixed``.
 The commands take the same options, so one parser builder serves them; it imports no torch
 (``--help`` stays instant), and ``cli_main`` imports the experiment's own module (named in
 ``EXPERIMENTS``) only when it runs. Every stored-run command (two-digits too) follows one resume
-rule: rerunning it with an existing ``--out`` resumes when the stored settings match, ``--fresh``
-starts over, other settings are a one-line error (``capsedu.experiments.shared.runs.resumable``).
-Before anything is created: every number within its bounds, ``--device``, ``--out`` (``output_path``),
-contradictory flags (``check_flags``) and the stored file; then ``--out`` is locked for the whole run.
-The grid of (model, seed) runs spreads over processes (``capsedu.experiments.shared.grid``):
-``--devices cpu,cpu`` starts one per device, ``--shard K/N`` (or torchrun's rank) runs one share,
-each into its own file beside ``--out`` (that file is the one locked), merged into ``--out`` at the end.
+rule: ``--out`` is the experiment's folder, one JSON file per finished run; rerunning the command
+skips the runs whose files hold the same settings, ``--fresh`` starts over, other settings are a
+one-line error (``capsedu.experiments.shared.runs.RunFolder``). Before any training: every number
+within its bounds, ``--device``, ``--out``, contradictory flags and the stored files.
+The grid of (model, seed) runs spreads over processes: under torchrun each process takes the runs
+i with i mod WORLD_SIZE = RANK; ``--devices cpu,cpu`` starts torchrun itself, one process per
+device; ``--shard K/N`` takes one share by hand (machines that share the folder).
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
+import os
+import re
 import sys
 
 from capsedu import PRESET_NAMES, current_mode
-from capsedu.experiments.shared.grid import add_grid_arguments
 from capsedu.runtime.arguments import epochs_int, seed_int, threads_int
 
-__all__ = ["EXPERIMENTS", "add_fresh_argument", "add_run_arguments", "add_cli_arguments", "check_flags", "cli_main"]
+__all__ = ["EXPERIMENTS", "add_fresh_argument", "add_grid_arguments", "add_run_arguments", "add_cli_arguments",
+           "choose_shard", "run_command", "cli_main"]
 
-# command -> (module, runner, config field that --epochs sets, what --out is rewritten after, one-line description)
+# command -> (module, runner, config field that --epochs sets, what one run is, one-line description)
 EXPERIMENTS = {
     "robustness": ("robustness", "robustness_experiment", "max_epochs", "run",
                    "affine robustness of a CNN and CapsNet matched on clean accuracy (the paper's affNIST test)"),
@@ -41,8 +43,32 @@ EXPERIMENTS = {
 
 def add_fresh_argument(parser: argparse.ArgumentParser) -> None:
     """``--fresh``, the one flag of the resume rule (every command that writes a stored run has it)."""
-    parser.add_argument("--fresh", action="store_true", help="start over: ignore what --out already holds "
-                        "(rerunning without it resumes when the stored settings match)")
+    parser.add_argument("--fresh", action="store_true", help="start over: remove the runs --out already holds "
+                        "(rerunning without it skips the runs stored with the same settings)")
+
+
+def _shard(text: str):
+    match = re.fullmatch(r"\s*(\d{1,6})\s*/\s*(\d{1,6})\s*", str(text))
+    if match is None or not int(match[1]) < int(match[2]):
+        raise argparse.ArgumentTypeError(f"expected K/N, shard K of N with 0 <= K < N (counted from 0, as "
+                                         f"torchrun's RANK), got {text!r}")
+    return int(match[1]), int(match[2])
+
+
+def _devices(text: str):
+    entries = [e.strip() for e in str(text).split(",")]
+    if not all(entries):
+        raise argparse.ArgumentTypeError(f"expected a comma list of devices such as cpu,cpu or cuda:0,cuda:1, got {text!r}")
+    return entries
+
+
+def add_grid_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--devices`` and ``--shard``: every stored-run command with a grid of (model, seed) runs."""
+    parser.add_argument("--devices", type=_devices, default=None, help="spread the grid of runs over these "
+                        "devices, one process each, started by torchrun (a comma list: cpu,cpu or cuda:0,cuda:1; "
+                        "needs --out)")
+    parser.add_argument("--shard", type=_shard, default=None, help="train only the runs i with i mod N = K "
+                        "(machines that share the --out folder; under torchrun each process takes its RANK)")
 
 
 def add_run_arguments(parser: argparse.ArgumentParser, presets, unit: str, epochs_help: str) -> None:
@@ -50,9 +76,8 @@ def add_run_arguments(parser: argparse.ArgumentParser, presets, unit: str, epoch
     parser.add_argument("--preset", choices=presets, default=None,
                         help="settings: smoke (seconds), quick (the book's preview), long (the stored "
                         "run on a 2-core CPU), gpu, full (default: $CAPSEDU_MODE, else gpu on a GPU, quick on a CPU)")
-    parser.add_argument("--out", default=None, help="JSON file in an existing folder (or an existing folder: the "
-                        f"file goes inside it), rewritten after every finished {unit}; rerunning the same command "
-                        "resumes from it; one writer at a time (a lock file beside it)")
+    parser.add_argument("--out", default=None, help=f"the experiment's folder (created if missing): one JSON "
+                        f"file per finished {unit}; rerunning the same command skips the runs it holds")
     add_fresh_argument(parser)
     parser.add_argument("--seeds", nargs="+", type=seed_int, default=None, help="override the preset's seeds")
     parser.add_argument("--epochs", type=epochs_int, default=None, help=epochs_help)
@@ -72,28 +97,103 @@ def add_cli_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     parser.set_defaults(experiment=command)
 
 
-def check_flags(args) -> None:
-    """Flags that contradict each other: one line, before anything runs."""
-    if getattr(args, "fresh", False) and getattr(args, "out", None) is None:
-        raise ValueError("--fresh starts a stored run over, so it needs --out (the file to replace)")
+def choose_shard(args):
+    """(this process's ``Shard`` or None, its device): ``--shard``, or torchrun's RANK of WORLD_SIZE, whose
+    process LOCAL_RANK takes entry LOCAL_RANK of ``--devices`` (or ``cuda:LOCAL_RANK`` for auto on a GPU
+    machine). Flags that clash: one line."""
+    from capsedu.experiments.shared.runs import Shard
+    world, rank, local = (int(os.environ.get(k, d)) for k, d in (("WORLD_SIZE", "1"), ("RANK", "0"), ("LOCAL_RANK", "0")))
+    if getattr(args, "fresh", False) and args.out is None:
+        raise ValueError("--fresh starts a stored run over, so it needs --out (the folder to clear)")
+    if (args.devices or args.shard) and args.out is None:
+        raise ValueError(f"--{'devices' if args.devices else 'shard'} splits the grid over processes that each "
+                         "write their runs into --out, so it needs --out")
+    if args.devices and args.shard:
+        raise ValueError("--devices starts one process per device, each with its share; pass one of the two")
+    if world <= 1:
+        return (None if args.shard is None else Shard(*args.shard)), args.device
+    if args.shard is not None:
+        raise ValueError(f"under torchrun (WORLD_SIZE={world}) each process takes the share of its RANK; drop --shard")
+    if args.fresh and os.environ.get("CAPSEDU_DEVICES") is None:
+        raise ValueError("--fresh under torchrun: every process would clear the folder; clear it first, then rerun")
+    devices = os.environ.get("CAPSEDU_DEVICES")
+    device = devices.split(",")[local] if devices else args.device
+    if device in ("auto", "cuda"):
+        import torch
+        if torch.cuda.is_available():
+            device = f"cuda:{local}"
+    return Shard(rank, world), device
 
 
-def cli_main(args) -> int:
-    """Run the experiment ``args.experiment``; the result JSON goes to ``--out`` and to stdout.
+def _launch(args) -> None:
+    """``--devices``: torchrun starts this command once per device (without ``--devices``), each process
+    taking its share of the grid; a failed process is one line."""
+    from torch.distributed.run import main as torchrun
 
-    Everything is checked before any training: the preset, the overrides, ``--out`` and whether it
-    can be resumed. A module with ``estimate_seconds(config, data, device)`` gets its estimate printed.
-    """
-    import dataclasses
-    import importlib
+    from capsedu.runtime.device import resolve_device
+    n = len(args.devices)
+    for entry in args.devices:
+        resolve_device(entry)                         # a device this machine lacks: an error now
+    argv, skip = [], False
+    for a in args.argv:
+        if skip or a == "--devices" or a.startswith("--devices="):
+            skip = a == "--devices"
+            continue
+        argv.append(a)
+    threads = max(1, args.threads // max(1, sum(d == "cpu" for d in args.devices)))
+    os.environ.update(CAPSEDU_DEVICES=",".join(args.devices), OMP_NUM_THREADS=str(threads))
+    try:
+        torchrun(["--standalone", f"--nproc_per_node={n}", "-m", "capsedu", *argv, "--threads", str(threads)])
+    except Exception as err:  # torchrun's ChildFailedError lists every process that failed
+        raise RuntimeError(f"a process of --devices {','.join(args.devices)} failed ({type(err).__name__}); the "
+                           f"finished runs are kept in {args.out}: rerun the same command to resume") from None
+    finally:
+        os.environ.pop("CAPSEDU_DEVICES")
+
+
+def run_command(args, config, preset: str, run, command_name: str, indent: int = 1,
+                settings_key: str = "settings") -> int:
+    """What every experiment command does once its config is built: check ``--out`` and the stored runs
+    (before any training), take this process's share, train, and print the result as JSON (stdout carries
+    it alone). ``run(out=, fresh=, device=, command=, preset=, progress=, shard=)`` -> the result."""
+    import json
 
     import torch
 
-    from capsedu.experiments.shared import grid
-    from capsedu.experiments.shared.runs import check_out, settings
+    from capsedu.experiments.shared.runs import RunFolder, run_folder, settings
     from capsedu.runtime.device import resolve_device
-    from capsedu.runtime.lock import OutputLock
-    from capsedu.runtime.results import command_line, output_path
+    from capsedu.runtime.results import command_line
+
+    shard, device = choose_shard(args)
+    resolve_device(device)                            # a device this machine lacks: an error now
+    out = None if args.out is None else run_folder(args.out)
+    if out is not None and not args.fresh:            # other settings or a damaged file: an error now
+        RunFolder(out, {settings_key: settings(config)}, settings_key=settings_key)
+    if args.devices:
+        _launch(args)                                 # then every run is stored: the run below trains none
+        args.fresh, shard = False, None
+    torch.set_num_threads(args.threads)
+    with contextlib.redirect_stdout(sys.stderr):
+        result = run(out=out, fresh=args.fresh, device=device, command=command_line(args.argv), preset=preset,
+                     progress=not args.no_progress, shard=shard)
+    if shard is not None and not os.environ.get("CAPSEDU_DEVICES"):
+        print(f"capsedu {command_name}: share {shard.index}/{shard.count} of the grid is done; its runs are in {out}",
+              file=sys.stderr)
+    if shard is None:
+        print(json.dumps(result, indent=indent))
+        if out is not None:
+            print(f"capsedu {command_name}: {len(result['runs'])} runs in {out}", file=sys.stderr)
+    return 0
+
+
+def cli_main(args) -> int:
+    """Run the experiment ``args.experiment``; the result JSON goes to stdout, its runs to ``--out``.
+
+    Everything is checked before any training: the preset, the overrides, ``--out`` and the runs it
+    holds. A module with ``estimate_seconds(config, data, device)`` gets its estimate printed.
+    """
+    import dataclasses
+    import importlib
 
     module_name, runner, epochs_field, *_ = EXPERIMENTS[args.experiment]
     module = importlib.import_module(f"capsedu.experiments.{module_name}")
@@ -108,33 +208,15 @@ def cli_main(args) -> int:
     if args.epochs is not None:
         changes[epochs_field] = args.epochs
     config = dataclasses.replace(module.PRESETS[preset], **changes)
-    check_flags(args)
-    shard = grid.choose(args)                             # --devices, --shard, torchrun: their clashes now
-    device = grid.shard_device(args.device, shard)
-    resolve_device(device)                                # a device this machine lacks: an error now
-    out = None
-    if args.out is not None:
-        out = output_path(args.out, module.DEFAULT_NAME)  # a missing folder or an unwritable file: now, not after hours
-        count = len(args.devices) if args.devices is not None else shard and shard.count
-        check_out(out, settings(config), args.fresh, count)  # other settings or a damaged file: an error now
-    command = command_line(getattr(args, "argv", [args.experiment]))
-    if args.devices is not None:                          # one process per device, each a shard; they merge
-        return grid.report(grid.launch(args, out, command), out, args.experiment)
-    torch.set_num_threads(args.threads)
-    progress = not args.no_progress
-    lock = OutputLock(out if shard is None else grid.shard_path(out, shard)) if out is not None else \
-        contextlib.nullcontext()
-    with lock, contextlib.redirect_stdout(sys.stderr):  # one writer of --out; stdout carries the JSON only
-        data = None
-        if hasattr(module, "estimate_seconds"):
-            from capsedu.data.mnist import load_dataset
+
+    def run(**options):
+        from capsedu.data.mnist import load_dataset
+        data = load_dataset("mnist", config.source, device="cpu", verbose=options["progress"])
+        if hasattr(module, "estimate_seconds") and options["progress"] and not args.devices:
             from capsedu.speed.bench import about
-            data = load_dataset("mnist", config.source, device="cpu", verbose=progress)
-            if progress:
-                seconds = module.estimate_seconds(config, data, device)
-                total = sum(seconds.values()) if isinstance(seconds, dict) else seconds
-                print(f"capsedu {args.experiment}: {len(config.seeds)} seed(s) x {getattr(config, epochs_field)} "
-                      f"epochs; expected {about(total)} on this machine, measured now from a few steps")
-        result = getattr(module, runner)(config, out=out, fresh=args.fresh, device=device, data=data,
-                                         command=command, preset=preset, progress=progress, shard=shard)
-    return grid.report(result, out, args.experiment)
+            seconds = module.estimate_seconds(config, data, options["device"])
+            total = sum(seconds.values()) if isinstance(seconds, dict) else seconds
+            print(f"capsedu {args.experiment}: {len(config.seeds)} seed(s) x {getattr(config, epochs_field)} "
+                  f"epochs; expected {about(total)} on this machine, measured now from a few steps")
+        return getattr(module, runner)(config, data=data, **options)
+    return run_command(args, config, preset, run, args.experiment)

@@ -1,20 +1,21 @@
 """What every stored-run experiment shares (two-digits, robustness, ablation, multimnist, compare-routing).
 
+An experiment is a grid of runs, one per (name, seed): a model, variant or method trained with one
+seed. Each finished run is one sealed JSON file (``capsedu.runtime.stored``: format, checksum, the
+header's provenance and settings, and the run's record under ``"run"``) in the experiment's folder,
+``<name>-seed<k>.json`` (``seed<k>.json`` where the grid has one model), written atomically by the
+process that trained it. Nothing is merged and no two processes write one file, so the grid can be
+split any way: ``--shard K/N`` or torchrun's RANK of WORLD_SIZE keeps run i if i mod N = K.
+
 - ``check_config``: the one-line checks each experiment's config dataclass runs on construction.
-- ``run_header``: ``capsedu.runtime.results.provenance`` plus the device, preset and settings.
-- ``start_experiment``: the preamble every experiment runs: check the config's type, where ``out``
-  writes (before any training), the device, the ``ResultFile`` to resume, the data.
-- ``ResultFile``: one record per model x seed, written to the JSON as soon as it finishes. The one
-  resume rule: an existing file of the same settings resumes (its finished runs are skipped, and
-  ``checkpoint`` gives each unfinished run a file to continue from); ``fresh`` starts over; other
-  settings are a one-line error naming them (``resumable``; the command lines call ``check_out``
-  first). ``todo`` lists the runs left, in the order of the grid. With a ``shard`` (``--devices``,
-  ``--shard``, torchrun: ``capsedu.experiments.shared.grid``) the file is the shard's, beside
-  ``out``, under the same rule; the runs ``out`` holds are skipped, and ``finish`` merges the
-  shards into ``out`` once all are done.
-  The file is the one stored-run format (``capsedu.runtime.stored``: version, schema, checksum);
-  a damaged one is a one-line ``StoredRunError``. The file is locked (``OutputLock``) while the
-  run writes it; its checkpoints folder has a manifest, and only the files it lists are deleted.
+- ``start_experiment``: the preamble every experiment runs: check the config's type, the folder
+  and the run files already in it (before any training), the device, the data.
+- ``RunFolder``: the resume rule. A run whose file holds the same settings is skipped (the grid's
+  own fields, seeds and names, may differ: a grid can grow); a file of other settings is a one-line
+  error naming them; ``fresh`` removes the folder's run files first. ``checkpoint`` gives a run a
+  file to continue from after an interruption, removed once the run's own file is written.
+- ``stored_or_preview(name)``: a stored experiment as the chapters read it, its folder read as one
+  object (``capsedu.runtime.stored.read_runs``) with the summary its experiment computes from the runs.
 - ``train_epochs``: ``capsedu.training.loop``'s own steps (``start_run``, ``train_epoch``), with a test
   of the model after every epoch, an optional stop (early stopping on a validation split)
   and optional fresh training data each epoch (pairs generated on the fly).
@@ -27,27 +28,30 @@ import json
 import os
 import statistics
 import time
-import weakref
 from dataclasses import asdict
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 from tqdm.auto import tqdm
 
 from capsedu.data.mnist import load_dataset
-from capsedu.experiments.shared.grid import GridShard, check_split, differences, merge_shards, record_key, shard_path
 from capsedu.runtime import results
 from capsedu.runtime.arguments import MAX_INT, MAX_SEED
 from capsedu.runtime.device import resolve_device
-from capsedu.runtime.files import interrupted, remove_stale_tmp
-from capsedu.runtime.lock import OutputLock, OwnedFolder
-from capsedu.runtime.stored import StoredRunError, read_stored, write_stored
+from capsedu.runtime.files import interrupted
+from capsedu.runtime.stored import StoredRunError, run_files, run_settings, write_stored
 from capsedu.training.evaluation import float_targets
 from capsedu.training.loop import epoch_record, start_run, train_epoch
 
-__all__ = ["check_config", "settings", "run_header", "start_experiment", "resumable", "check_out", "ResultFile",
+__all__ = ["check_config", "settings", "Shard", "run_folder", "start_experiment", "RunFolder", "stored_or_preview",
            "spread", "spread_table", "train_epochs"]
+
+# a stored folder's first word -> (the experiment's module, its config class): what summarises its runs
+STORED = {"ablation": ("ablation", "AblationConfig"), "robustness": ("robustness", "RobustnessConfig"),
+          "multimnist": ("multimnist", "MultiMNISTConfig"), "compare_routing": ("compare_routing.run", "CompareConfig"),
+          "tutorial_vs_fixed": ("tutorial_vs_fixed", "TutorialConfig"), "two_digits": ("two_digits.run", "TwoDigitConfig")}
+
 
 
 def _is_int(v) -> bool:
@@ -82,201 +86,137 @@ def settings(config) -> Dict:
     return json.loads(json.dumps(asdict(config)))
 
 
-def run_header(config, command: Optional[str], device, preset: Optional[str], settings_key: str = "settings") -> Dict:
-    """``capsedu.runtime.results.provenance`` (command, date, hardware, versions) plus device, preset, settings."""
-    return {**results.provenance(command, str(device)), "device": str(device), "preset": preset,
-            settings_key: settings(config)}
+class Shard(NamedTuple):
+    """Shard ``index`` of ``count``: the runs i of the grid with i mod count = index."""
+    index: int
+    count: int
 
 
-def start_experiment(config, kind: type, out, default_name: str, fresh: bool, device, command: Optional[str],
-                     preset: Optional[str], summarise: Optional[Callable], data=None, progress: bool = True,
-                     settings_key: str = "settings", summary_key: str = "summary", shard: Optional[GridShard] = None):
-    """The preamble of every experiment: (path or None, device, ``ResultFile``, data).
+def run_folder(out) -> Path:
+    """The folder ``--out`` names, created if missing (its parent must exist); a ValueError (one line) if it cannot be."""
+    path = Path(out).expanduser()
+    if path.suffix == ".json":
+        raise ValueError(f"--out names the folder of the experiment's runs (one JSON file per run), "
+                         f"e.g. {path.with_suffix('')}; got the file name {out}")
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"--out {out} is a file; expected the folder of the experiment's runs")
+    if not path.parent.is_dir():
+        raise ValueError(f"--out {out}: the folder {path.parent} does not exist")
+    path.mkdir(exist_ok=True)
+    if not os.access(path, os.W_OK):
+        raise ValueError(f"--out {out} is not writable")
+    return path
 
-    ``config`` must be a ``kind``; ``out`` (a file, or a folder for ``default_name``) is checked before
-    any training; ``data`` defaults to ``load_dataset("mnist", config.source)`` on the CPU. The keys
-    name the settings and the summary in the file (two-digits: "config" and "table"). With a ``shard``
-    (it needs ``out``) the ``ResultFile`` writes the shard's file; path is still ``out``'s.
+
+def start_experiment(config, kind: type, out, fresh: bool, device, command: Optional[str], preset: Optional[str],
+                     summarise: Optional[Callable], data=None, progress: bool = True, settings_key: str = "settings",
+                     summary_key: str = "summary", shard: Optional[Shard] = None):
+    """The preamble of every experiment: (folder or None, device, ``RunFolder``, data).
+
+    ``config`` must be a ``kind``; ``out`` (the folder of runs) and its run files are checked before any
+    training; ``data`` defaults to ``load_dataset("mnist", config.source)`` on the CPU. The keys name the
+    settings and the summary in the result (two-digits: "config" and "table"). ``summarise(runs)``.
     """
     if not isinstance(config, kind):
         article = "an" if kind.__name__[0] in "AEIOU" else "a"
         raise TypeError(f"config must be {article} {kind.__name__}, got {type(config).__name__}")
-    path = results.output_path(out, default_name) if out is not None else None
-    if shard is not None and path is None:
-        raise ValueError(f"shard {shard} of the grid is written beside out, so it needs out")
+    folder = run_folder(out) if out is not None else None
     device = resolve_device(device)
-    header = run_header(config, command, device, preset, settings_key)
-    check_out(path, header[settings_key], fresh, shard and shard.count, settings_key)  # a bad file: an error now
+    header = {**results.provenance(command, str(device)), "device": str(device), "preset": preset,
+              settings_key: settings(config)}
+    runs = RunFolder(folder, header, fresh, summarise, settings_key, summary_key, shard)
     if data is None:
         data = load_dataset("mnist", config.source, device="cpu", verbose=progress)
-    if shard is None:
-        return path, device, ResultFile(path, header, fresh, summarise, settings_key, summary_key), data
-    header["shard"] = {"index": shard.index, "count": shard.count, "of": path.name,
-                       "launcher": os.environ.get("CAPSEDU_GRID_LAUNCHER")}
-    return path, device, ResultFile(shard_path(path, shard), header, fresh, summarise, settings_key, summary_key,
-                                    main=path), data
+    return folder, device, runs, data
 
 
-def check_out(path, settings: Dict, fresh: bool = False, count: Optional[int] = None,
-              settings_key: str = "settings") -> None:
-    """What the command lines check before anything runs: ``resumable`` of ``path``, and with the grid
-    split into ``count`` shards of each shard file there too; no unfinished split into another count."""
-    if path is None:
-        return
-    resumable(path, settings, fresh, settings_key)
-    for k in range(count or 0):
-        resumable(shard_path(path, GridShard(k, count)), settings, fresh, settings_key)
-    check_split(path, count)
+class RunFolder:
+    """An experiment's runs: those its folder already holds (same settings) and those trained now.
 
-
-def resumable(path, settings: Dict, fresh: bool = False, settings_key: str = "settings") -> Optional[Dict]:
-    """The stored run at ``path`` to resume, or None (no file, or ``fresh``); a ValueError (one line)
-    naming what differs when the file holds a run of other settings, a ``StoredRunError`` (one line
-    naming the file) when it is damaged."""
-    if path is None or fresh or not (Path(path).exists() or Path(path).is_symlink()):
-        return None
-    try:
-        old = read_stored(path, settings_key, resuming=True)
-    except StoredRunError as err:
-        raise StoredRunError(err.path, f"{err.what}; pass --fresh to start over (it replaces the file), "
-                             "or use another --out") from None
-    if old.get(settings_key) != settings:
-        raise ValueError(f"{path} holds a run with other settings ({differences(old.get(settings_key), settings)}); "
-                         "pass --fresh to start over, or use another --out")
-    return old
-
-
-class ResultFile:
-    """The JSON of one experiment: its header, one record per finished model x seed, a summary.
-
-    With ``path=None`` nothing is written (the book's previews). An existing file of the same
-    settings (``header[settings_key]``) is resumed: its finished records are kept (``find``), and it
-    is stamped ``started`` (the first run's date) and ``resumed`` (how many times). ``fresh=True``
-    starts over. ``summarise(runs)`` -> the ``summary_key`` entry, recomputed after every run.
-    ``replaced``: the records of the file a ``fresh`` run replaces (readable ones; else []).
-    A shard's file (``header["shard"]``: index, count) also skips the runs of ``main`` (the
-    ``--out`` file), unless it started ``fresh`` (a mark kept until the merge replaces ``main``).
+    With ``folder=None`` nothing is written (the book's previews). ``summarise(runs)`` -> the
+    ``summary_key`` entry of ``finish``. ``shard``: this process trains only its share of the grid.
     """
 
-    def __init__(self, path: Optional[Path], header: Dict, fresh: bool = False,
-                 summarise: Optional[Callable[[List[Dict]], object]] = None,
-                 settings_key: str = "settings", summary_key: str = "summary", main: Optional[Path] = None):
-        self.path, self.summarise, self.summary_key, self.fresh = path, summarise, summary_key, fresh
-        self.settings_key, self.main, self.grid, self.skip = settings_key, main, None, []
-        self.data = {**header, "runs": [], summary_key: None, "seconds": 0.0}
-        self.replaced, self.lock = [], None
-        if path is None:
+    def __init__(self, folder: Optional[Path], header: Dict, fresh: bool = False,
+                 summarise: Optional[Callable[[List[Dict]], object]] = None, settings_key: str = "settings",
+                 summary_key: str = "summary", shard: Optional[Shard] = None):
+        self.folder, self.header, self.summarise, self.shard = folder, header, summarise, shard
+        self.settings_key, self.summary_key, self.fresh = settings_key, summary_key, fresh
+        self.done: Dict[str, Dict] = {}   # stem -> the run's record
+        self.seconds: Dict[str, float] = {}
+        self.grid, self.key = [], "model"
+        if folder is None:
             return
-        old = resumable(path, header[settings_key], fresh, settings_key)  # checked before the lock is taken
-        if main is not None:
-            shard = self.data["shard"] = dict(self.data["shard"])
-            shard["fresh"] = bool(fresh or (old or {}).get("shard", {}).get("fresh"))
-            skipped = None if shard["fresh"] else resumable(main, header[settings_key], False, settings_key)
-            self.skip = [record_key(r) for r in (skipped or {}).get("runs", [])]
-            if shard["fresh"] and main.is_file():  # what the merge will replace (multimnist's weights are ours)
-                try:
-                    self.replaced = read_stored(main, settings_key, resuming=True).get("runs", [])
-                except StoredRunError:
-                    pass
-        self.lock = OutputLock(path).acquire()
-        weakref.finalize(self, self.lock.release)  # an interrupted run (API use) lets go when it is dropped
-        try:
-            remove_stale_tmp(path)  # left by a killed writer (the lock says none is running)
-            if fresh and path.is_file():
-                try:
-                    self.replaced += read_stored(path, settings_key, resuming=True).get("runs", [])
-                except StoredRunError:
-                    self.replaced = []
-            if fresh:
-                self._owned().clear()
-        except BaseException:
-            self.lock.release()
-            raise
-        if old is not None:
-            if old.get("edited"):
-                import sys
-                print(f"capsedu: {path} was changed after it was written (its checksum fails); resuming keeps its "
-                      "records, and the file stays marked as edited (readers will not show it as measured)",
-                      file=sys.stderr)
-                self.data["edited"] = old["edited"]
-            self.data["runs"] = old.get("runs", [])
-            self.data["seconds"] = old.get("seconds", 0.0)
-            self.data["started"] = old.get("started", old.get("date"))
-            self.data["resumed"] = old.get("resumed", 0) + 1
+        if fresh:
+            for path in [*folder.glob("*.json"), *folder.glob("*.ckpt.pt")]:
+                path.unlink()
+        for stem, data in run_files(folder, settings_key, True, run_settings(header, settings_key)):
+            if data.get("edited"):
+                raise StoredRunError(folder / f"{stem}.json", "fails its checksum: it changed after it was written; "
+                                     "move it away to train that run again, or pass --fresh")
+            self.done[stem], self.seconds[stem] = data["run"], data.get("seconds", 0.0)
+
+    @staticmethod
+    def stem(seed: int, name: Optional[str] = None) -> str:
+        return f"seed{seed}" if name is None else f"{name}-seed{seed}"
 
     def find(self, **key) -> Optional[Dict]:
         """The finished record whose fields equal ``key`` (e.g. model="cnn", seed=0), or None."""
-        return next((r for r in self.data["runs"] if all(r.get(k) == v for k, v in key.items())), None)
+        return next((r for r in self.done.values() if all(r.get(k) == v for k, v in key.items())), None)
 
     def todo(self, seeds: Sequence[int], names: Optional[Sequence[str]] = None,
              key: str = "model") -> List[Tuple[int, Optional[str]]]:
         """The (seed, name) runs to train here, in the grid's order (seed by seed, then ``names``; None:
-        one run per seed): not finished, and for a shard its own (run i if i mod N = K) not in ``main``."""
-        self.grid = [{"seed": s, **({} if n is None else {key: n})} for s in seeds for n in (names or [None])]
-        keys = self.grid
-        if self.main is not None:
-            index, count = self.data["shard"]["index"], self.data["shard"]["count"]
-            keys = [k for k in keys[index::count] if record_key(k) not in self.skip]
-        return [(k["seed"], k.get(key)) for k in keys if self.find(**k) is None]
+        one run per seed): this process's share (``shard``) of those the folder does not hold."""
+        self.grid, self.key = [(s, n) for s in seeds for n in (names or [None])], key
+        mine = self.grid if self.shard is None else self.grid[self.shard.index::self.shard.count]
+        return [(s, n) for s, n in mine if self.stem(s, n) not in self.done]
 
-    def _owned(self) -> OwnedFolder:
-        return OwnedFolder(self.path.with_name(self.path.stem + ".ckpt"))
-
-    def checkpoint(self, name: str) -> Optional[str]:
-        """The checkpoint file of the unfinished run ``name`` (in ``<out stem>.ckpt/``, listed in its
-        manifest and removed by ``finish``), so that an interrupted run continues from its last epoch;
-        None without a path. A file of that name the run did not write is never replaced by a fresh run."""
-        if self.path is None:
-            return None
-        owned, file = self._owned(), f"{name}.pt"
-        target = owned.folder / file
-        if self.fresh and file not in owned.files() and (target.exists() or target.is_symlink()):
-            raise ValueError(f"{target} exists and was not written by this run; move it away "
-                             "(capsedu never replaces a file it did not write)")
-        return str(owned.hand_out(file))
+    def checkpoint(self, stem: str) -> Optional[str]:
+        """The file the unfinished run ``stem`` checkpoints into (resumed after an interruption; removed
+        when the run's file is written); None without a folder."""
+        return None if self.folder is None else str(self.folder / f"{stem}.ckpt.pt")
 
     def add(self, record: Dict, seconds: float) -> None:
-        """Keep a finished run and write the file, its summary brought up to date (so a partial file reads).
-        After a Ctrl-C that something swallowed, the run is kept and the interrupt goes on."""
-        self.data["runs"].append(record)
-        self.data["seconds"] = round(self.data["seconds"] + seconds, 2)
-        if self.summarise is not None:
-            self.data[self.summary_key] = self.summarise(self.data["runs"])
-        self.save()
+        """A finished run: its file written (atomically, sealed), its checkpoint removed. After a Ctrl-C
+        that something swallowed, the run is kept and the interrupt goes on."""
+        stem = self.stem(record["seed"], record.get(self.key))
+        self.done[stem], self.seconds[stem] = record, round(seconds, 2)
+        if self.folder is not None:
+            write_stored({**self.header, "run": record, "seconds": self.seconds[stem], "written": results.utc_now()},
+                         self.folder / f"{stem}.json")
+            Path(self.checkpoint(stem)).unlink(missing_ok=True)
         if interrupted():
             raise KeyboardInterrupt
 
     def finish(self) -> Dict:
-        """The summary of every run, written; the per-run checkpoints the run wrote go (every run is in
-        the JSON); the lock is released. A shard's file is marked done (its checkpoints gone first, so
-        a merger never meets them), and the merged run is returned if this shard was the last."""
-        if self.summarise is not None and self.data["runs"]:
-            self.data[self.summary_key] = self.summarise(self.data["runs"])
-        if self.main is None:
-            self.save()
-            if self.path is not None:
-                self._owned().clear()
-                self.release()
-            return self.data
-        self._owned().clear()
-        self.data["shard"]["done"] = True
-        if self.data["runs"] or self.path.is_file():  # else --out holds all its runs: no file needed
-            self.save()
-        self.release()
-        return merge_shards(self.main, self.data["shard"]["count"], self.settings_key, self.summary_key,
-                            self.summarise, self.grid) or self.data
+        """The experiment as far as it is done: the header, the grid's finished runs in order, their
+        seconds, the summary."""
+        stems = [self.stem(s, n) for s, n in self.grid if self.stem(s, n) in self.done]
+        runs = [self.done[stem] for stem in stems]
+        return {**self.header, "runs": runs, "seconds": round(sum(self.seconds[stem] for stem in stems), 2),
+                self.summary_key: self.summarise(runs) if self.summarise is not None and runs else None}
 
-    def release(self) -> None:
-        """Let another writer have the file (``finish`` does it; an interrupted run's lock goes on exit)."""
-        if self.lock is not None:
-            self.lock.release()
-            self.lock = None
 
-    def save(self) -> None:
-        if self.path is not None:
-            self.data["written"] = results.utc_now()
-            sealed = write_stored(self.data, self.path)
-            self.data["format"], self.data["checksum"] = sealed["format"], sealed["checksum"]
+def _tuples(value):
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
+
+
+def stored_or_preview(name: str, check: Optional[Callable[[Dict], object]] = None):
+    """``capsedu.runtime.results.stored_or_preview`` of the folder ``results/<name>``, with the summary
+    its experiment's ``summarise`` computes from the stored runs (under "summary"; two-digits: "table")
+    added before ``check(data)``."""
+    import importlib
+    module_name, config_name = next(v for k, v in STORED.items() if name.startswith(k))
+    module = importlib.import_module(f"capsedu.experiments.{module_name}")
+
+    def summarised(data):
+        key = "config" if "config" in data else "settings"
+        config = getattr(module, config_name)(**{k: _tuples(v) for k, v in data[key].items()})
+        data["table" if key == "config" else "summary"] = module.summarise(data["runs"], config)
+        if check is not None:
+            check(data)
+    return results.stored_or_preview(name, summarised)
 
 
 def spread(values: List[float]) -> Tuple[float, Optional[float]]:

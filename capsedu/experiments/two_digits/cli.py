@@ -3,19 +3,17 @@
 - ``add_cli_arguments``: its options (no torch is imported, so ``--help`` is instant).
 - ``config_from_args``: the preset named by ``--preset`` with the options' overrides, one
   ``TwoDigitConfig``, checked before any work starts.
-- ``cli_main``: checks ``--out`` first, resumes from it by the rule every stored run follows
-  (``capsedu.experiments.shared.runs.ResultFile``: finished runs are kept, an unfinished one
-  continues from its checkpoint, ``--fresh`` starts over), prints the JSON. ``--devices`` and
-  ``--shard`` (or torchrun) spread the grid of (model, seed) runs over processes, as for every
-  experiment (``capsedu.experiments.shared.grid``).
+- ``cli_main``: ``capsedu.experiments.shared.arguments.run_command``, as for every experiment:
+  ``--out`` checked first and resumed by the one rule (a file per finished run; an unfinished one
+  continues from its checkpoint; ``--fresh`` starts over), ``--devices``, ``--shard`` or torchrun
+  spread the grid of (model, seed) runs over processes, the JSON printed.
 """
 from __future__ import annotations
 
 from typing import Tuple
 
 from capsedu import AMP_CHOICES, SOURCES
-from capsedu.experiments.shared.arguments import add_fresh_argument
-from capsedu.experiments.shared.grid import add_grid_arguments
+from capsedu.experiments.shared.arguments import add_fresh_argument, add_grid_arguments
 from capsedu.experiments.two_digits.config import (
     INITS,
     LAYOUTS,
@@ -25,7 +23,7 @@ from capsedu.experiments.two_digits.config import (
     TwoDigitConfig,
     preset,
 )
-from capsedu.runtime.arguments import batch_int, epochs_int, float_in, int_in, positive_int, seed_int
+from capsedu.runtime.arguments import batch_int, epochs_int, float_in, int_in, positive_int, seed_int, threads_int
 
 __all__ = ["add_cli_arguments", "config_from_args", "cli_main"]
 
@@ -41,13 +39,13 @@ def add_cli_arguments(d) -> None:
     """The options of ``python -m capsedu two-digits`` (an argparse parser)."""
     d.add_argument("--preset", choices=tuple(PRESETS), default=None,
                    help="the book's settings for a mode, or long (the stored CPU run); default: $CAPSEDU_MODE")
-    d.add_argument("--out", default=None, help="write the JSON to this file, in an existing folder (an existing "
-                   "folder: two-digits-PRESET.json inside it) after every finished run; rerunning the same command "
-                   "resumes from it; one writer at a time (a lock file beside it)")
+    d.add_argument("--out", default=None, help="the experiment's folder (created if missing): one JSON file per "
+                   "finished model x seed; rerunning the same command skips the runs it holds")
     add_fresh_argument(d)
     d.add_argument("--source", choices=SOURCES, default=None, help="MNIST source (default: the preset's)")
     d.add_argument("--root", default=None, help="data folder (default: $CAPSEDU_DATA or ~/.cache/capsedu)")
     d.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
+    d.add_argument("--threads", type=threads_int, default=2, help="CPU threads for torch")
     d.add_argument("--models", nargs="+", choices=tuple(MODELS), default=None, help="which models to train")
     d.add_argument("--seeds", nargs="+", type=seed_int, default=None, help="one training run per seed")
     d.add_argument("--epochs", type=epochs_int, default=None, help="epochs for every model")
@@ -82,32 +80,14 @@ def config_from_args(args) -> Tuple[str, TwoDigitConfig]:
 
 
 def cli_main(args) -> int:
-    """Run the experiment for the command line; the JSON goes to stdout (and to ``--out``)."""
-    import contextlib
-    import sys
-
-    from capsedu.data.mnist import load_dataset
-    from capsedu.experiments.shared import grid
-    from capsedu.experiments.shared.arguments import check_flags
-    from capsedu.experiments.shared.runs import check_out
-    from capsedu.experiments.two_digits.run import DEFAULT_NAME, two_digit_experiment
-    from capsedu.runtime.device import resolve_device
-    from capsedu.runtime.lock import OutputLock
-    from capsedu.runtime.results import command_line, output_path
+    """Run the experiment for the command line; the JSON goes to stdout (and its runs to ``--out``)."""
+    from capsedu.experiments.shared.arguments import run_command
 
     name, config = config_from_args(args)               # every check happens before any work
-    check_flags(args)
-    shard = grid.choose(args)                           # --devices, --shard, torchrun: their clashes now
-    device = resolve_device(grid.shard_device(args.device, shard))
-    out = None if args.out is None else output_path(args.out, DEFAULT_NAME.format(preset=name))
-    count = len(args.devices) if args.devices is not None else shard and shard.count
-    check_out(out, config.as_dict(), args.fresh, count, "config")  # other settings, a damaged file: an error now
-    if args.devices is not None:                        # one process per device, each a shard; they merge
-        return grid.report(grid.launch(args, out, command_line(args.argv), "config"), out, "two-digits", 2)
-    mine = out if shard is None or out is None else grid.shard_path(out, shard)
-    with OutputLock(mine) if out is not None else contextlib.nullcontext():  # one writer of --out (or the shard's)
-        with contextlib.redirect_stdout(sys.stderr):    # stdout carries the JSON only
-            data = load_dataset("mnist", config.source, device=device, root=args.root, verbose=True)
-        result = two_digit_experiment(data, config, out=out, fresh=args.fresh, device=device, shard=shard,
-                                      progress=not args.no_progress, command=command_line(args.argv), preset=name)
-    return grid.report(result, out, "two-digits", 2)
+
+    def run(device, **options):
+        from capsedu.data.mnist import load_dataset
+        from capsedu.experiments.two_digits.run import two_digit_experiment
+        data = load_dataset("mnist", config.source, device=device, root=args.root, verbose=True)
+        return two_digit_experiment(data, config, device=device, **options)
+    return run_command(args, config, name, run, "two-digits", indent=2, settings_key="config")

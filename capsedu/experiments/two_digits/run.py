@@ -6,8 +6,9 @@
   routing, or Hinton's), ~280k parameters each, initialised as Keras does, as in Su's script.
 - ``two_digit_experiment(data, config)``: every model once per seed on single digits, tested on
   pairs of two distinct digits (vertical, horizontal, overlapping); a JSON-friendly dict. With
-  ``out`` it resumes as every stored run does (``capsedu.experiments.shared.runs.ResultFile``):
-  finished runs are kept, an interrupted one continues from its last epoch; ``fresh`` starts over.
+  ``out`` (a folder, one JSON file per run) it resumes as every stored run does
+  (``capsedu.experiments.shared.runs.RunFolder``): finished runs are kept, an interrupted one continues
+  from its last epoch; ``fresh`` starts over.
 - ``format_table``, ``curve``: the result's summary (mean ± std over seeds) and learning curves.
 """
 from __future__ import annotations
@@ -34,10 +35,9 @@ from capsedu.training.evaluation import predict_lengths, set_border, set_hits
 from capsedu.training.loop import fit
 
 __all__ = ["pair_metrics", "misses", "make_model", "two_digit_test_set",
-           "two_digit_experiment", "estimate_seconds", "format_table", "curve", "CONFIDENCE", "DEFAULT_NAME"]
+           "two_digit_experiment", "estimate_seconds", "summarise", "format_table", "curve", "CONFIDENCE"]
 
 CONFIDENCE = 0.5
-DEFAULT_NAME = "two-digits-{preset}.json"  # the file ``--out FOLDER`` writes inside the folder
 
 
 # ---------------------------------------------------------------- the metric
@@ -113,17 +113,16 @@ def two_digit_experiment(data, config: TwoDigitConfig, out=None, fresh: bool = F
     ``data``: x_train, y_train, x_test, y_test (images (N, 1, H, W), integer labels). Training
     follows Su's script: Adam, the multi-class margin loss (m+ 0.9, m- 0.1, ``margin_lam``), no
     shifts unless ``shift``. Test pairs are drawn once from the test digits (``pair_seed``) and
-    shared by every model, seed and layout. ``out``: a JSON file (a folder: ``DEFAULT_NAME`` inside)
-    rewritten after every finished run and resumed when rerun (``fresh``: start over); each run
-    keeps a checkpoint beside it until the file holds it. Returns the header (provenance,
+    shared by every model, seed and layout. ``out``: the folder of runs, one JSON file per finished
+    run, resumed when rerun (``fresh``: start over); each run keeps a checkpoint there until its file
+    is written. Returns the header (provenance,
     "config", "meta"), "runs", "table" and "seconds"; ``return_models`` adds "trained":
-    {model: [model per seed trained here]} (not JSON). ``shard``: train only that shard of the grid
-    (``capsedu.experiments.shared.grid``; it needs ``out``).
+    {model: [model per seed trained here]} (not JSON). ``shard``: train only that share of the grid
+    (``capsedu.experiments.shared.runs.Shard``).
     """
-    path, device, result, _ = start_experiment(config, TwoDigitConfig, out, DEFAULT_NAME.format(preset=preset or "run"),
-                                               fresh, device, command, preset, lambda runs: _summary(config, runs),
-                                               data, progress, settings_key="config", summary_key="table",
-                                               shard=shard)
+    _, device, result, _ = start_experiment(config, TwoDigitConfig, out, fresh, device, command, preset,
+                                            lambda runs: summarise(runs, config), data, progress,
+                                            settings_key="config", summary_key="table", shard=shard)
     _check_data(data)
     amp = resolve_amp(config.amp, device)
     x_train, y_train = data.x_train[:config.n_train].to(device), data.y_train[:config.n_train].to(device)
@@ -132,7 +131,7 @@ def two_digit_experiment(data, config: TwoDigitConfig, out=None, fresh: bool = F
     tests = {layout: two_digit_test_set(x_test, y_test, config.n_pairs, layout, config.pair_seed)
              for layout in config.layouts}
     trained = {m: [] for m in config.models}
-    result.data["meta"] = {"n_train": len(x_train), "n_test": len(x_test), "device": str(device), "amp": amp,
+    result.header["meta"] = {"n_train": len(x_train), "n_test": len(x_test), "device": str(device), "amp": amp,
                            "data": [getattr(data, "name", None), getattr(data, "source", None)]}
 
     # seed by seed, so that an interrupted run already compares every model on its first seeds
@@ -186,7 +185,7 @@ def _fields(layouts) -> List[str]:
     return ["single_acc"] + [f"{lay}_{m}" for lay in layouts for m in ("top2", "top2_conf", "ties")]
 
 
-def _summary(config: TwoDigitConfig, runs: List[Dict]) -> List[Dict]:
+def summarise(runs: List[Dict], config: TwoDigitConfig) -> List[Dict]:
     """One row per model with finished runs: mean and std over its seeds."""
     def head(name, mine):
         return {"model": name, "head": MODELS[name], "params": mine[0]["params"], "seeds": len(mine)}
