@@ -12,6 +12,7 @@ The layout (each folder imports only what its row allows; tests/test_layout.py c
 | ``speed``      | the fast path, the tutorial-style network, timing helpers                  | core, runtime |
 | ``figures``    | plots, live widgets, static twins, diagrams, tables                        | core, methods, runtime |
 | ``experiments``| each experiment and its shared part; the train, evaluate, info commands    | all above, never another experiment |
+| ``reports``    | what the chapters print from stored runs: readers, statistics, verdicts    | all above |
 
 This root (``__init__``, ``__main__``, ``cli``) holds the modes and the constants every folder
 may read; it imports no torch, so that ``python -m capsedu --help`` is instant. ``cli``

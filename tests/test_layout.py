@@ -24,6 +24,7 @@ ALLOWED = {
     "speed": {"core", "runtime"},
     "figures": {"core", "methods", "runtime"},
     "experiments": {"core", "methods", "runtime", "data", "training", "speed", "figures"},
+    "reports": {"core", "methods", "runtime", "data", "training", "speed", "figures", "experiments"},
 }
 ROOT_MODULES = {"capsedu", "capsedu.cli", "capsedu.__main__"}
 MAX_TOP_LEVEL, MAX_LINES, MAX_CORE_LINES = 6, 350, 900

@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from capsedu.experiments.shared.stats import detectable_difference, mcnemar, paired_difference, t_cdf, t_quantile
+from capsedu.reports.stats import detectable_difference, mcnemar, paired_difference, t_cdf, t_quantile
 
 
 @pytest.mark.parametrize("q, df, expected", [   # Student-t tables (e.g. NIST/SEMATECH e-Handbook, table 1.3.6.7.2)
@@ -76,7 +76,7 @@ def test_detectable_difference_by_hand():
 
 
 # ---------------------------------------------------------------- verdicts from stored runs
-from capsedu.experiments.shared.verdicts import (CANNOT_TELL, FAILS, HOLDS, compare, interval_text, judge,  # noqa: E402
+from capsedu.reports.verdicts import (CANNOT_TELL, FAILS, HOLDS, compare, interval_text, judge,  # noqa: E402
                                                  outcomes, rows_for)
 
 

@@ -8,7 +8,7 @@
   tested on the shifted test digits and on experiment 1's affine test set; a JSON-friendly dict,
   written after every finished run so that a rerun resumes. Each run stores the indices of the
   test items it misses on each set ("misses": {"clean": [...], "affine": [...]}), for McNemar's
-  test between two variants on the same items (``capsedu.experiments.shared.verdicts``).
+  test between two variants on the same items (``capsedu.reports.verdicts``).
 - The stored run ("long") trains on the paper's setting for Table 1: 28x28 digits shifted by up
   to 2 pixels (zero padded); the other presets keep experiment 1's 40x40 canvas.
 - ``PAPER_TABLE1``: the paper's own numbers (MNIST test error %, mean and std), for comparison.

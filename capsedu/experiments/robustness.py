@@ -14,7 +14,7 @@
   are *matched on clean accuracy*; a JSON-friendly dict.
 - ``summarise``: that matching, the accuracy-vs-strength table and a few failure examples;
   ``matched_runs``: one record per model x seed at its matched epoch, misses included (for
-  ``capsedu.experiments.shared.verdicts.rows_for`` and its per-item McNemar test).
+  ``capsedu.reports.verdicts.rows_for`` and its per-item McNemar test).
 """
 from __future__ import annotations
 

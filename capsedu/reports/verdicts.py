@@ -12,7 +12,7 @@ from typing import Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
-from capsedu.experiments.shared.stats import detectable_difference, mcnemar, paired_difference
+from capsedu.reports.stats import detectable_difference, mcnemar, paired_difference
 
 __all__ = ["by_seed", "outcomes", "compare", "judge", "interval_text", "rows_for", "HOLDS", "FAILS", "CANNOT_TELL"]
 

@@ -1,0 +1,5 @@
+"""What the chapters print from stored runs: readers, statistics and verdicts (``stats``, ``verdicts``).
+
+The experiments write runs (``capsedu.experiments``); this folder reads them. It may import every other
+folder; none imports it. Nothing is imported here, so that ``python -m capsedu --help`` needs no torch.
+"""
