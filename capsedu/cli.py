@@ -128,12 +128,20 @@ def cmd_two_digits(args) -> int:
 
 def main(argv=None) -> int:
     """Run one command; returns the exit code (0 ok, 1 run-time error, 2 bad arguments, 130 interrupted)."""
-    from capsedu.runtime.files import catch_ctrl_c, interrupted
+    import importlib
+
+    from capsedu.runtime.files import catch_ctrl_c, ctrl_c_deferred, interrupted
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except KeyboardInterrupt:
+        print("capsedu: interrupted", file=sys.stderr)
+        return 130
     args.argv = argv
     try:
         with catch_ctrl_c():  # Ctrl-C at any moment: exit 130, whatever swallowed it
+            with ctrl_c_deferred():  # one that lands inside torch's import can abort the process (SIGABRT)
+                importlib.import_module("torch")
             code = args.func(args)
             if interrupted():
                 raise KeyboardInterrupt

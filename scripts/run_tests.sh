@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Run the unit tests and execute every notebook with nbval.
-# Extra arguments go to pytest, e.g. `bash scripts/run_tests.sh book -x`;
-# with no paths, pytest takes testpaths (tests, book) from pyproject.toml.
+# Run the tests: the package's, and every chapter once in smoke mode from the installed wheel in an
+# empty folder (tests/test_colab_wheel.py; a failing cell fails it, all nbval's lax mode checks).
+# Extra arguments go to pytest: `bash scripts/run_tests.sh book -x` also runs the checkout's notebooks
+# with nbval; with no paths, pytest takes testpaths (tests) from pyproject.toml.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 python -m pytest --nbval-lax "$@"
