@@ -25,8 +25,8 @@ import torch
 from capsedu.core.capsnet import CapsNet
 from capsedu.core.params import count_parameters
 from capsedu.data.transforms import affine_test_set, center_on_canvas, pad_and_shift
+from capsedu.runtime.arguments import MAX_INT, check_config
 from capsedu.experiments.shared.runs import (
-    check_config,
     spread_table,
     start_experiment,
     train_epochs,
@@ -73,26 +73,10 @@ class AblationConfig:
     amp: str = "auto"
 
     def __post_init__(self):
-        check_config(self, "AblationConfig", counts=("epochs", "batch_size", "canvas", "capsnet_conv", "capsnet_types"),
-                     fractions=("affine_strength",), positive=("lr", "recon_weight"))
-        if not self.variants or any(v not in VARIANTS for v in self.variants) or \
-                len(set(self.variants)) != len(self.variants):
-            raise ValueError(f"AblationConfig.variants must be distinct names from {tuple(VARIANTS)}, "
-                             f"got {self.variants!r}")
-        for name in ("n_train", "n_test"):
-            v = getattr(self, name)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-                raise ValueError(f"AblationConfig.{name} must be a positive int or None, got {v!r}")
-        if self.canvas < 28:
-            raise ValueError(f"AblationConfig.canvas must be at least 28 (the digits' size), got {self.canvas}")
         # the 28x28 box may leave the canvas by 2 pixels of MNIST's blank border, as the paper's
         # "shifted by up to 2 pixels in each direction with zero padding" does on 28x28
-        limit = (self.canvas - 28) // 2 + SHIFT_OFF_CANVAS
-        if isinstance(self.max_shift, bool) or not isinstance(self.max_shift, int) or \
-                not 0 <= self.max_shift <= limit:
-            raise ValueError(f"AblationConfig.max_shift must be an int in [0, {limit}], got {self.max_shift!r}")
-        if self.source not in ("sample", "full", "auto"):
-            raise ValueError(f"AblationConfig.source must be 'sample', 'full' or 'auto', got {self.source!r}")
+        room = (self.canvas - 28) // 2 + SHIFT_OFF_CANVAS if isinstance(self.canvas, int) else 0
+        check_config(self, tuple(VARIANTS), {"canvas": (28, MAX_INT), "max_shift": (0, room)}, ("affine_strength",))
 
 
 PRESETS = {

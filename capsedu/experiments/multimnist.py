@@ -29,8 +29,8 @@ from capsedu.core.capsnet import CapsNet
 from capsedu.core.params import count_parameters
 from capsedu.core.squashing import safe_norm
 from capsedu.data.pairs import overlapping_pairs
+from capsedu.runtime.arguments import MAX_INT, check_config
 from capsedu.experiments.shared.runs import (
-    check_config,
     spread,
     start_experiment,
     train_epochs,
@@ -112,19 +112,9 @@ class MultiMNISTConfig:
     save_weights: bool = True         # fp16 weights next to the JSON (``out`` only), with their sha256
 
     def __post_init__(self):
-        check_config(self, "MultiMNISTConfig", counts=("epochs", "pairs_per_epoch", "n_test_pairs", "canvas",
-                                                        "batch_size", "capsnet_conv", "capsnet_types"),
-                     positive=("lr", "recon_weight"))
-        for name in ("n_train", "n_test"):
-            v = getattr(self, name)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 2):
-                raise ValueError(f"MultiMNISTConfig.{name} must be an int >= 2 or None, got {v!r}")
-        if self.canvas < 28 or isinstance(self.max_shift, bool) or not isinstance(self.max_shift, int) \
-                or not 0 <= self.max_shift <= (self.canvas - 28) // 2:
-            raise ValueError(f"MultiMNISTConfig needs canvas >= 28 and max_shift in [0, (canvas - 28) // 2], "
-                             f"got canvas={self.canvas!r}, max_shift={self.max_shift!r}")
-        if self.source not in ("sample", "full", "auto"):
-            raise ValueError(f"MultiMNISTConfig.source must be 'sample', 'full' or 'auto', got {self.source!r}")
+        room = (self.canvas - 28) // 2 if isinstance(self.canvas, int) else 0   # both digits stay on the canvas
+        check_config(self, bounds={"n_train": (2, MAX_INT), "n_test": (2, MAX_INT), "canvas": (28, MAX_INT),
+                                   "max_shift": (0, room)})
 
 
 PRESETS = {

@@ -27,8 +27,8 @@ import torch
 from capsedu.core.capsnet import CapsNet
 from capsedu.core.params import count_parameters
 from capsedu.data.transforms import affine_test_set, center_on_canvas, pad_and_shift
+from capsedu.runtime.arguments import MAX_INT, check_config
 from capsedu.experiments.shared.runs import (
-    check_config,
     spread,
     start_experiment,
     train_epochs,
@@ -74,23 +74,8 @@ class RobustnessConfig:
     n_failures: int = 8
 
     def __post_init__(self):
-        check_config(self, "RobustnessConfig", counts=("max_epochs", "patience", "batch_size", "n_val", "canvas",
-                                                        "capsnet_conv", "capsnet_types", "n_failures"),
-                     fractions=("strengths",), positive=("lr",))
-        if not self.models or any(m not in MODELS for m in self.models) or len(set(self.models)) != len(self.models):
-            raise ValueError(f"RobustnessConfig.models must be distinct names from {MODELS}, got {self.models!r}")
-        for name in ("n_train", "n_test"):
-            v = getattr(self, name)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-                raise ValueError(f"RobustnessConfig.{name} must be a positive int or None, got {v!r}")
-        if not self.strengths:
-            raise ValueError("RobustnessConfig.strengths must hold at least one strength in [0, 1]")
-        if isinstance(self.max_shift, bool) or not isinstance(self.max_shift, int) or \
-                not 0 <= self.max_shift <= (self.canvas - 28) // 2:
-            raise ValueError(f"RobustnessConfig.max_shift must be an int in [0, {(self.canvas - 28) // 2}] "
-                             f"(digits stay on the {self.canvas}x{self.canvas} canvas), got {self.max_shift!r}")
-        if self.source not in ("sample", "full", "auto"):
-            raise ValueError(f"RobustnessConfig.source must be 'sample', 'full' or 'auto', got {self.source!r}")
+        room = (self.canvas - 28) // 2 if isinstance(self.canvas, int) else 0   # digits stay on the canvas
+        check_config(self, MODELS, {"canvas": (28, MAX_INT), "max_shift": (0, room)}, ("strengths", "cnn_dropout"))
 
 
 # the previews' networks: narrow, with a smaller decoder, so that a 2-core CPU trains them in seconds

@@ -26,7 +26,8 @@ from tqdm.auto import tqdm
 
 from capsedu.core.capsnet import CapsNet
 from capsedu.core.params import count_parameters
-from capsedu.experiments.shared.runs import check_config, spread_table, start_experiment, train_epochs
+from capsedu.runtime.arguments import check_config
+from capsedu.experiments.shared.runs import spread_table, start_experiment, train_epochs
 from capsedu.methods.tutorial_capsnet import MNIST_MEAN, MNIST_STD, TUTORIAL_TRAINING, TutorialCapsNet, tutorial_loss
 from capsedu.training.evaluation import predict_lengths
 
@@ -50,15 +51,7 @@ class TutorialConfig:
     source: str = "sample"
 
     def __post_init__(self):
-        check_config(self, "TutorialConfig", counts=("epochs", "batch_size"), positive=("lr",))
-        if not self.models or any(m not in MODELS for m in self.models) or len(set(self.models)) != len(self.models):
-            raise ValueError(f"TutorialConfig.models must be distinct names from {tuple(MODELS)}, got {self.models!r}")
-        for name in ("n_train", "n_test"):
-            v = getattr(self, name)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-                raise ValueError(f"TutorialConfig.{name} must be a positive int or None, got {v!r}")
-        if self.source not in ("sample", "full", "auto"):
-            raise ValueError(f"TutorialConfig.source must be 'sample', 'full' or 'auto', got {self.source!r}")
+        check_config(self, tuple(MODELS))
 
 
 PRESETS = {

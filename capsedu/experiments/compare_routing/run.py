@@ -29,8 +29,8 @@ from capsedu.experiments.shared.keras_init import keras_init_
 from capsedu.core.params import count_parameters
 from capsedu.core.routing import dynamic_routing
 from capsedu.data.transforms import affine_test_set
+from capsedu.runtime.arguments import check_config
 from capsedu.experiments.shared.runs import (
-    check_config,
     spread_table,
     start_experiment,
     train_epochs,
@@ -81,22 +81,7 @@ class CompareConfig:
     amp: str = "off"                  # EM's log-variances want float32
 
     def __post_init__(self):
-        check_config(self, "CompareConfig", counts=("epochs", "batch_size", "cost_repeats"),
-                     fractions=("affine_strength",), positive=("lr",))
-        if not self.methods or any(m not in METHODS for m in self.methods) or \
-                len(set(self.methods)) != len(self.methods):
-            raise ValueError(f"CompareConfig.methods must be distinct names from {tuple(METHODS)}, "
-                             f"got {self.methods!r}")
-        for name in ("n_train", "n_test"):
-            v = getattr(self, name)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-                raise ValueError(f"CompareConfig.{name} must be a positive int or None, got {v!r}")
-        if isinstance(self.shift, bool) or not isinstance(self.shift, int) or not 0 <= self.shift <= 4:
-            raise ValueError(f"CompareConfig.shift must be an int in [0, 4], got {self.shift!r}")
-        if self.source not in ("sample", "full", "auto"):
-            raise ValueError(f"CompareConfig.source must be 'sample', 'full' or 'auto', got {self.source!r}")
-        if self.amp not in ("off", "auto", "bf16", "fp16"):
-            raise ValueError(f"CompareConfig.amp must be 'off', 'auto', 'bf16' or 'fp16', got {self.amp!r}")
+        check_config(self, tuple(METHODS), {"shift": (0, 4)}, ("affine_strength",))
 
 
 PRESETS = {

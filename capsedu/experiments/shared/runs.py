@@ -7,7 +7,6 @@ header's provenance and settings, and the run's record under ``"run"``) in the e
 process that trained it. Nothing is merged and no two processes write one file, so the grid can be
 split any way: ``--shard K/N`` or torchrun's RANK of WORLD_SIZE keeps run i if i mod N = K.
 
-- ``check_config``: the one-line checks each experiment's config dataclass runs on construction.
 - ``start_experiment``: the preamble every experiment runs: check the config's type, the folder
   and the run files already in it (before any training), the device, the data.
 - ``RunFolder``: the resume rule. A run whose file holds the same settings is skipped (the grid's
@@ -37,14 +36,13 @@ from tqdm.auto import tqdm
 
 from capsedu.data.mnist import load_dataset
 from capsedu.runtime import results
-from capsedu.runtime.arguments import MAX_INT, MAX_SEED
 from capsedu.runtime.device import resolve_device
 from capsedu.runtime.files import interrupted
 from capsedu.runtime.stored import StoredRunError, run_files, run_settings, write_stored
 from capsedu.training.evaluation import float_targets
 from capsedu.training.loop import epoch_record, start_run, train_epoch
 
-__all__ = ["check_config", "settings", "Shard", "run_folder", "start_experiment", "RunFolder", "stored_or_preview",
+__all__ = ["settings", "Shard", "run_folder", "start_experiment", "RunFolder", "stored_or_preview",
            "spread", "spread_table", "train_epochs"]
 
 # a stored folder's first word -> (the experiment's module, its config class): what summarises its runs
@@ -56,29 +54,6 @@ STORED = {"ablation": ("ablation", "AblationConfig"), "robustness": ("robustness
 
 def _is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
-
-
-def check_config(config, name: str, counts: Sequence[str] = (), fractions: Sequence[str] = (),
-                 positive: Sequence[str] = ()) -> None:
-    """Positive ints up to ``MAX_INT`` (``counts``), numbers in [0, 1] (``fractions``), positive numbers
-    (``positive``), distinct int ``seeds`` in [0, ``MAX_SEED``]; a ValueError naming ``name``'s field otherwise."""
-    for f in counts:
-        v = getattr(config, f)
-        if not _is_int(v) or not 1 <= v <= MAX_INT:
-            raise ValueError(f"{name}.{f} must be a positive int (at most {MAX_INT:,}), got {v!r}")
-    for f in fractions:
-        vs = getattr(config, f)
-        for v in (vs if isinstance(vs, tuple) else (vs,)):
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1:
-                raise ValueError(f"{name}.{f} must hold numbers in [0, 1], got {vs!r}")
-    for f in positive:
-        v = getattr(config, f)
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
-            raise ValueError(f"{name}.{f} must be a positive number, got {v!r}")
-    seeds = getattr(config, "seeds", None)
-    if seeds is not None and (not isinstance(seeds, tuple) or not seeds or len(set(seeds)) != len(seeds)
-                              or any(not _is_int(s) or not 0 <= s <= MAX_SEED for s in seeds)):
-        raise ValueError(f"{name}.seeds must be a non-empty tuple of distinct ints in [0, {MAX_SEED:,}], got {seeds!r}")
 
 
 def settings(config) -> Dict:

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Dict, Mapping, Optional, Tuple, Union
 
 from capsedu import AMP_CHOICES, LR_SCHEDULES, SOURCES
+from capsedu.runtime.arguments import MAX_INT, MAX_SEED, check_config
 
 __all__ = ["MODELS", "LAYOUTS", "INITS", "SCHEDULES", "SU_EPOCHS", "TwoDigitConfig", "PRESETS",
            "preset"]
@@ -29,20 +30,6 @@ LAYOUTS = ("vertical", "horizontal", "overlapping")
 INITS = ("keras", "torch")  # keras: Glorot-uniform weights and zero biases, as in Su's script
 SCHEDULES = tuple(s for s in LR_SCHEDULES if s != "step")  # Su's script: constant
 SU_EPOCHS = {"pooling": 20, "capsule-su": 10, "capsule-hinton": 10, "capsule-su-march": 10}  # batch 128
-
-
-def _count(name, value, allow_none=False):
-    if value is None and allow_none:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive int{' or None' if allow_none else ''}, got {value!r}")
-
-
-def _distinct(name, values, allowed=None):
-    if isinstance(values, str) or not isinstance(values, (list, tuple)) or not values \
-            or len(set(values)) != len(values) or (allowed is not None and any(v not in allowed for v in values)):
-        what = f"distinct values from {tuple(allowed)}" if allowed is not None else "distinct values"
-        raise ValueError(f"{name} must be a non-empty list of {what}, got {values!r}")
 
 
 @dataclass(frozen=True)
@@ -77,42 +64,18 @@ class TwoDigitConfig:
         for name in ("models", "seeds", "layouts"):  # lists from JSON or argparse become tuples
             if isinstance(getattr(self, name), list):
                 object.__setattr__(self, name, tuple(getattr(self, name)))
-        _distinct("models", self.models, MODELS)
-        _distinct("layouts", self.layouts, LAYOUTS)
-        _distinct("seeds", self.seeds)
-        if any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in self.seeds):
-            raise ValueError(f"seeds must be ints >= 0, got {self.seeds!r}")
-        epochs = self.epochs
-        if isinstance(epochs, Mapping):
-            missing = [m for m in self.models if m not in epochs]
-            if missing:
-                raise ValueError(f"epochs has no entry for {missing}; give an int or one per model")
-            epochs = {m: epochs[m] for m in self.models}
-        else:
-            epochs = {m: epochs for m in self.models}
-        for m, e in epochs.items():
-            _count(f"epochs[{m!r}]", e)
-        object.__setattr__(self, "epochs", epochs)
-        for name in ("batch_size", "n_pairs", "iterations"):
-            _count(name, getattr(self, name))
-        for name in ("n_train", "n_test"):
-            _count(name, getattr(self, name), allow_none=True)
-        for name in ("lr", "squash_k"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
-                raise ValueError(f"{name} must be a positive finite number, got {value!r}")
-        if isinstance(self.margin_lam, bool) or not isinstance(self.margin_lam, (int, float)) \
-                or not 0 <= self.margin_lam < math.inf:
-            raise ValueError(f"margin_lam must be a finite number >= 0, got {self.margin_lam!r}")
-        for name, value in (("shift", self.shift), ("pair_seed", self.pair_seed)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"{name} must be an int >= 0, got {value!r}")
-        for name, value, allowed in (("init", self.init, INITS), ("lr_schedule", self.lr_schedule, SCHEDULES),
-                                     ("source", self.source, SOURCES), ("amp", self.amp, AMP_CHOICES)):
-            if value not in allowed:
-                raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
-        if not isinstance(self.curve, bool):
-            raise ValueError(f"curve must be True or False, got {self.curve!r}")
+        check_config(self, tuple(MODELS), {"shift": (0, MAX_INT), "pair_seed": (0, MAX_SEED),
+                                           "margin_lam": (0, math.inf)},
+                     choices={"layouts": LAYOUTS, "init": INITS, "lr_schedule": SCHEDULES, "source": SOURCES,
+                              "amp": AMP_CHOICES})
+        epochs = self.epochs if isinstance(self.epochs, Mapping) else {m: self.epochs for m in self.models}
+        missing = [m for m in self.models if m not in epochs]
+        if missing:
+            raise ValueError(f"epochs has no entry for {missing}; give an int or one per model")
+        object.__setattr__(self, "epochs", {m: epochs[m] for m in self.models})
+        for m, e in self.epochs.items():
+            if not (isinstance(e, int) and not isinstance(e, bool) and 1 <= e <= MAX_INT):
+                raise ValueError(f"TwoDigitConfig.epochs[{m!r}] must be an int in [1, {MAX_INT:,}], got {e!r}")
 
     def as_dict(self) -> Dict:
         """Plain JSON types (lists, not tuples), as stored in a result."""
