@@ -36,7 +36,7 @@ __version__ = "0.2.0"
 
 # The one place for the version (pyproject.toml reads it), the repository, and the release the
 # notebooks install in Colab (their first cell repeats the URL and the version;
-# tests/test_colab_install.py checks the copies, scripts/colab_cell.py rewrites them).
+# tests/book/test_colab_install.py checks the copies, scripts/colab_cell.py rewrites them).
 # REVISION is the release tag of this version, the first cell's fallback to the package index.
 REPO_URL = "https://github.com/capsedu/capsedu"
 REVISION = f"v{__version__}"
@@ -66,7 +66,7 @@ def by_mode(*, smoke, quick, gpu, full):
     return {"smoke": smoke, "quick": quick, "gpu": gpu, "full": full}[current_mode()]
 
 
-# The one mode table: chapter 0 renders it, book/intro.md repeats it (tests/test_mode_table.py
+# The one mode table: chapter 0 renders it, book/intro.md repeats it (tests/figures/test_mode_table.py
 # checks the copy), and the docstring above summarises it. Rows: mode, for, data, budget per chapter.
 MODE_TABLE = (
     ("smoke", "the notebook tests: every code path", "a few dozen sample digits, a few steps", "seconds"),

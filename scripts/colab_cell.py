@@ -6,7 +6,7 @@ before installing it, so each first cell carries a copy of both: it installs ``c
 from the package index and, where that fails (not published yet, no index), the release tag
 ``vVERSION`` from the repository. Outside Colab the cell does nothing, so the HTML leaves it out
 (tag ``remove-input``; Colab ignores tags and runs it). This script writes that cell, and only
-that cell, from the one place; ``tests/test_colab_install.py`` checks every notebook's copy.
+that cell, from the one place; ``tests/book/test_colab_install.py`` checks every notebook's copy.
 
     python scripts/colab_cell.py [book/NN_x.ipynb ...]      # default: every notebook in book/
 """

@@ -14,7 +14,7 @@ The book's Colab buttons open these copies: .github/workflows/book.yml writes th
 build, to the ``colab`` branch (``book/NN_*.ipynb`` there), and ``_config.yml`` names that branch
 (``repository.branch``), which is the branch Jupyter Book puts in the button's URL:
 ``https://colab.research.google.com/github/<owner>/<repo>/blob/colab/book/NN_x.ipynb``.
-tests/test_colab_copies.py checks that the copies hold no MyST and match the sources cell by cell.
+tests/book/test_colab_copies.py checks that the copies hold no MyST and match the sources cell by cell.
 """
 from __future__ import annotations
 

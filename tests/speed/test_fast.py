@@ -178,7 +178,7 @@ def test_cli_train_fast_uses_the_fast_path_and_records_its_precision(tmp_path, m
     assert cli.main(["train", "--source", "sample", "--limit", "32", "--epochs", "1", "--batch-size", "32",
                      "--out", str(out), "--device", "cpu", "--no-progress", "--fast"]) == 0
     meta = json.loads((out / "metrics.json").read_text())["meta"]
-    assert meta["amp"] == resolve_amp("auto", "cpu")  # the one choice (tests/test_device.py)
+    assert meta["amp"] == resolve_amp("auto", "cpu")  # the one choice (tests/runtime/test_device.py)
     assert calls and all(shape[1:] == (1152, 10, 16) for shape in calls)  # the fused loop routed every batch
 
 

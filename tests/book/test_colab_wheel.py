@@ -26,7 +26,7 @@ import pytest
 from nbclient import NotebookClient
 from packaging.requirements import Requirement
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "book").glob("*.ipynb"))
 COLAB_EXTRAS = ["ipywidgets==7.7.1", "ipykernel"]  # Colab's widget stack, and the kernel it runs
 NO_NETWORK = "http://127.0.0.1:9"  # the discard port: every download through it fails at once

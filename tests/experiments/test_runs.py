@@ -19,7 +19,7 @@ from capsedu.experiments.shared.runs import stored_or_preview
 from capsedu.runtime import results
 from capsedu.runtime.stored import read_runs, read_stored
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TORCHRUN = shutil.which("torchrun") or str(Path(sys.executable).parent / "torchrun")
 COMMAND = ["robustness", "--preset", "smoke", "--seeds", "0", "1", "--no-progress"]
 GRID = [(m, s) for s in (0, 1) for m in robustness.PRESETS["smoke"].models]   # one process's order

@@ -11,7 +11,7 @@ from capsedu.data.mnist import load_dataset
 from capsedu.training.evaluation import evaluate
 from capsedu.training.pretrained import WEIGHTS_NAME, load_capsnet, weights_info
 
-WEIGHTS = Path(__file__).resolve().parents[1] / "capsedu" / "weights"
+WEIGHTS = Path(__file__).resolve().parents[2] / "capsedu" / "weights"
 
 
 def test_weights_are_fp16_and_at_most_16_mib():

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-BOOK = Path(__file__).resolve().parents[1] / "book"
+BOOK = Path(__file__).resolve().parents[2] / "book"
 
 # definition -> the chapter that prints it and explains it in the text around the listing
 PRINTED = {"squash": "02_capsule", "safe_norm": "02_capsule", "dynamic_routing": "03_routing",

@@ -1,6 +1,6 @@
 """The in-page CapsNet's files and panel (capsedu/figures/inpage.py), without a browser.
 
-The browser runs them in tests/test_browser_inpage.py; here: the decoder file is the shipped
+The browser runs them in tests/book/test_browser_inpage.py; here: the decoder file is the shipped
 weights exactly, the int8 encoder is within half a quantisation step of them, every tensor is
 aligned for a typed array, and the panel carries the capsules PyTorch computes.
 """
@@ -29,7 +29,7 @@ from capsedu.figures.inpage import (
 )
 from capsedu.training.pretrained import load_capsnet
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

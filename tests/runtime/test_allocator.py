@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PAGE = 4096
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt is Linux-only")
 
@@ -75,7 +75,7 @@ def check_fit_leaves_glibc_alone():
 
 
 def run_fresh(check: str):
-    out = subprocess.run([sys.executable, "-c", f"import tests.test_allocator as t; t.{check}()"],
+    out = subprocess.run([sys.executable, "-c", f"import tests.runtime.test_allocator as t; t.{check}()"],
                          capture_output=True, text=True, cwd=ROOT, timeout=300)
     print(out.stdout)
     assert out.returncode == 0, out.stderr[-2000:]

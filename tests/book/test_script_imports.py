@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = sorted([*ROOT.glob("benchmarks/*.sh"), *ROOT.glob("benchmarks/*.py"), *ROOT.glob("scripts/*.sh"),
                   *ROOT.glob("scripts/*.py")])
 IMPORT = re.compile(r"from (capsedu(?:\.\w+)*) import ([\w, ]+?(?: as \w+)?(?:, [\w]+(?: as \w+)?)*)(?=[;\"'\n)]|$)")

@@ -21,7 +21,7 @@ import capsedu.runtime.files as files
 from capsedu import cli
 from capsedu.runtime.checkpoints import load_checkpoint, save_atomic
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TINY = dict(conv_channels=8, primary_types=4, primary_dim=4, digit_dim=8, decoder_hidden=(32,))
 CHILD = """
 import os, signal, sys, time, torch

@@ -8,7 +8,7 @@ read as MNIST's are made (20 x 20 box, centre of mass at the centre); nothing is
 before the reader asks, and without JavaScript only a note is left. Prints the forward pass's
 time in the browser, the page's weight and each weight file's size.
 
-Uses tests/test_browser.py's server, browser and conditions (it skips, or fails under
+Uses tests/book/test_browser.py's server, browser and conditions (it skips, or fails under
 CAPSEDU_REQUIRE_BROWSER=1, where they do).
 """
 import base64

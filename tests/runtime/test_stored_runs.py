@@ -2,7 +2,7 @@
 the files they were migrated from, every argument checked before anything is created, Ctrl-C at any moment
 exits 130, damaged files are one line naming them, and the chapters' reader never stops on one.
 
-Resuming and the grid: ``test_grid.py``. Tiny configs, mostly in-process.
+Resuming and the grid: ``tests/experiments/test_runs.py``. Tiny configs, mostly in-process.
 """
 import dataclasses
 import hashlib
@@ -25,7 +25,7 @@ from capsedu.runtime.files import write_atomic
 from capsedu.runtime.lock import LockError, OutputLock
 from capsedu.runtime.stored import FORMAT, StoredRunError, checksum, read_runs, read_stored, seal, write_stored
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SETTINGS = {"seeds": [0, 1], "epochs": 1}
 HEADER = {"command": "python -m capsedu x", "date": "2026-01-01T00:00:00+00:00", "settings": SETTINGS}
 # the commit whose results/ held one file per experiment, split by scripts/migrate_results.py

@@ -8,7 +8,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BUILT = ROOT / "_build" / "jupyter_execute" / "book"
 MYST = re.compile(r"\{glue|\{cite|\{doc|^\s*(`{3,}|:{3,})\{", re.M)
 

@@ -1,7 +1,7 @@
 """torchrun: two processes (gloo, CPU) train the same run as one process at the same global batch.
 
 This file is also the worker that torchrun starts: ``torchrun --nproc_per_node 2
-tests/test_distributed.py FOLDER`` trains a tiny CapsNet on the first 45 sample digits (batch
+tests/training/test_distributed.py FOLDER`` trains a tiny CapsNet on the first 45 sample digits (batch
 16: the last batch of 13 splits 6 + 7, so the share weighting is exercised) for one epoch,
 keeps that checkpoint aside, resumes for a second epoch, and rank 0 writes the final weights.
 
@@ -61,7 +61,7 @@ def distance(a, b, init):
 def two_processes(tmp_path_factory):
     """One torchrun of 2 processes: epoch 1 (its checkpoint kept aside), then epoch 2 resumed from it."""
     folder = tmp_path_factory.mktemp("torchrun")
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     done = subprocess.run([TORCHRUN, "--nproc_per_node", "2", "--standalone", __file__, str(folder)],
                           env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
@@ -98,7 +98,7 @@ def test_a_shard_is_a_contiguous_share_and_the_shares_cover_the_batch():
     assert torch.equal(torch.cat([p[1] for p in parts]), y)
 
 
-if __name__ == "__main__":  # the worker torchrun starts: python tests/test_distributed.py FOLDER
+if __name__ == "__main__":  # the worker torchrun starts: python tests/training/test_distributed.py FOLDER
     torch.set_num_threads(1)
     start_from_env(torch.device("cpu"))
     folder = Path(sys.argv[1])

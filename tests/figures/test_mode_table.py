@@ -7,7 +7,7 @@ import pytest
 
 import capsedu
 
-INTRO = Path(__file__).resolve().parents[1] / "book" / "intro.md"
+INTRO = Path(__file__).resolve().parents[2] / "book" / "intro.md"
 
 
 def intro_mode_rows():

@@ -340,7 +340,7 @@ def test_presets_follow_su_where_they_say_so():
 def test_the_stored_investigation_baseline_is_the_quick_preset():
     """Chapter 7 calls results/two_digits_variants/preset/ "the quick budget": its settings must be the
     quick preset's, apart from the three seeds it was run with."""
-    stored = read_runs(Path(__file__).parents[1] / "results" / "two_digits_variants" / "preset")
+    stored = read_runs(Path(__file__).parents[2] / "results" / "two_digits_variants" / "preset")
     quick = PRESETS["quick"].as_dict()
     differ = {k for k in quick if k != "seeds" and stored["config"].get(k) != quick[k]}
     assert not differ, {k: (stored["config"].get(k), quick[k]) for k in differ}

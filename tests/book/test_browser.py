@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 HTML = Path(os.environ.get("CAPSEDU_HTML", ROOT / "_build" / "html")).resolve()
 SHOTS = Path(os.environ.get("CAPSEDU_SCREENSHOTS", HTML.parent / "screenshots"))
 TWINS = {"book/02_capsule.html": {"squash"}, "book/03_routing.html": {"routing"},
