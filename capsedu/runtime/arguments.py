@@ -11,6 +11,8 @@ import dataclasses
 import typing
 from typing import Dict, Optional, Sequence, Tuple
 
+from capsedu.runtime.stored import _is_int
+
 __all__ = ["CommandParser", "HelpFormatter", "int_in", "float_in", "positive_int", "seed_int",
            "epochs_int", "threads_int", "batch_int", "MAX_INT", "MAX_SEED", "check_config"]
 
@@ -66,10 +68,6 @@ seed_int = int_in(0, MAX_SEED)
 epochs_int = int_in(1, 100_000)
 threads_int = int_in(1, 1024)
 batch_int = int_in(1, 1 << 20)
-
-
-def _is_int(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
 
 
 def _what(value, kind: str, bounds, names, fraction: bool, distinct: bool) -> Optional[str]:

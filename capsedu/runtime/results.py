@@ -1,8 +1,5 @@
 """Stored runs as JSON files, written so that nothing is lost (no torch needed).
 
-- ``output_path(out, default_name)``: where a command will write, checked *before* it runs:
-  a folder means "a file called ``default_name`` inside it"; the folder must exist and be
-  writable, and an existing path must be a file.
 - writing one: ``capsedu.runtime.files.write_json``, atomic (a temporary file in the same folder,
   then a rename), with the temporary file removed on any failure.
 - ``command_line(argv)``: ``python -m capsedu ...`` as a shell would take it.
@@ -29,38 +26,8 @@ from typing import Dict, Optional, Sequence
 
 from capsedu.runtime.stored import StoredRunError, read_runs, read_stored
 
-__all__ = ["output_path", "results_dir", "benchmarks_dir", "utc_now", "command_line", "provenance", "stored_run",
+__all__ = ["results_dir", "benchmarks_dir", "utc_now", "command_line", "provenance", "stored_run",
            "stored_or_preview"]
-
-
-def output_path(out, default_name: str) -> Path:
-    """The file a command will write for ``--out out``; raises ValueError (one line) if it cannot.
-
-    The one ``--out`` rule: a file path whose folder exists (an existing folder: ``default_name``
-    inside it). Nothing is created here; a real probe (a nameless temporary file) checks the folder.
-    """
-    import tempfile
-    text = os.fspath(out)
-    if not isinstance(text, str) or not text.strip():
-        raise ValueError(f"--out {text!r}: expected a file path (its folder must exist), or an existing folder")
-    path = Path(text).expanduser()
-    if path.is_dir():
-        path = path / default_name
-    elif text.endswith(("/", os.sep)):
-        raise ValueError(f"--out {text}: folder {path} does not exist; create it first (mkdir -p {path}), "
-                         f"or name a file such as {path / default_name}")
-    folder = path.parent
-    if not folder.is_dir():
-        raise ValueError(f"--out {out}: folder {folder} does not exist; create it first")
-    if path.exists() and not path.is_file():
-        raise ValueError(f"--out {out}: {path} exists and is not a file")
-    try:
-        if not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
-            raise OSError
-        tempfile.TemporaryFile(dir=folder).close()
-    except OSError:
-        raise ValueError(f"--out {out}: {path} is not writable (cannot write into {folder})") from None
-    return path
 
 
 def utc_now() -> str:

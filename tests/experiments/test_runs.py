@@ -131,8 +131,10 @@ def test_torchrun_ranks_share_the_grid_and_store_the_one_process_runs(reference,
 
 def test_devices_start_torchrun_and_print_the_whole_grid(reference, tmp_path):
     out = tmp_path / "robustness"
-    done = capsedu(*COMMAND, "--out", str(out), "--devices", "cpu,cpu", "--threads", "2")
+    shutil.copytree(reference[0], out)          # --fresh: cleared once, before the processes start
+    done = capsedu(*COMMAND, "--out", str(out), "--devices", "cpu,cpu", "--threads", "2", "--fresh")
     assert done.returncode == 0, done.stderr[-3000:]
     assert runs_of(out) == runs_of(reference[0])
     printed = json.loads(done.stdout)
     assert measured(printed["runs"]) == runs_of(out) and printed["summary"] == reference[1]["summary"]
+    assert read_runs(out)["date"] != reference[1]["date"]     # every run trained again

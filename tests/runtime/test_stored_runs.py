@@ -232,8 +232,9 @@ def test_every_number_has_bounds_and_the_message_says_them(capsys, argv, allowed
 @pytest.mark.parametrize("extra, match", [
     (["--out", "{tmp}/no/newdir/"], "the folder {tmp}/no does not exist"),
     (["--out", "{tmp}/file"], "is a file; expected the folder"),
+    (["--out", ""], "--out '': expected the folder"),
     (["--fresh"], "--fresh starts a stored run over, so it needs --out"),
-    (["--out", "/proc/r"], "/proc/r"),
+    (["--out", "/proc/r"], "/proc/r is not writable"),
     (["--out", "{tmp}", "--device", "bogus"], "device must be 'auto', 'cpu', 'cuda' or 'mps', got 'bogus'"),
 ])
 @pytest.mark.parametrize("command", ["multimnist", "two-digits"])

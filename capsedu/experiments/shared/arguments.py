@@ -114,7 +114,7 @@ def choose_shard(args):
         return (None if args.shard is None else Shard(*args.shard)), args.device
     if args.shard is not None:
         raise ValueError(f"under torchrun (WORLD_SIZE={world}) each process takes the share of its RANK; drop --shard")
-    if args.fresh and os.environ.get("CAPSEDU_DEVICES") is None:
+    if args.fresh:  # --devices clears the folder once, before its processes start
         raise ValueError("--fresh under torchrun: every process would clear the folder; clear it first, then rerun")
     devices = os.environ.get("CAPSEDU_DEVICES")
     device = devices.split(",")[local] if devices else args.device
@@ -130,16 +130,19 @@ def _launch(args) -> None:
     taking its share of the grid; a failed process is one line."""
     from torch.distributed.run import main as torchrun
 
+    from capsedu.experiments.shared.runs import clear_runs, run_folder
     from capsedu.runtime.device import resolve_device
     n = len(args.devices)
     for entry in args.devices:
         resolve_device(entry)                         # a device this machine lacks: an error now
     argv, skip = [], False
-    for a in args.argv:
-        if skip or a == "--devices" or a.startswith("--devices="):
+    for a in args.argv:  # the command without --devices, and without --fresh: the folder is cleared here, once
+        if skip or a in ("--devices", "--fresh") or a.startswith("--devices="):
             skip = a == "--devices"
             continue
         argv.append(a)
+    if args.fresh:
+        clear_runs(run_folder(args.out))
     threads = max(1, args.threads // max(1, sum(d == "cpu" for d in args.devices)))
     os.environ.update(CAPSEDU_DEVICES=",".join(args.devices), OMP_NUM_THREADS=str(threads))
     try:

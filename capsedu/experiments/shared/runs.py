@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import statistics
+import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -42,7 +43,7 @@ from capsedu.runtime.stored import StoredRunError, run_files, run_settings, writ
 from capsedu.training.evaluation import float_targets
 from capsedu.training.loop import epoch_record, start_run, train_epoch
 
-__all__ = ["settings", "Shard", "run_folder", "start_experiment", "RunFolder", "stored_or_preview",
+__all__ = ["settings", "Shard", "run_folder", "clear_runs", "start_experiment", "RunFolder", "stored_or_preview",
            "spread", "spread_table", "train_epochs"]
 
 # a stored folder's first word -> (the experiment's module, its config class): what summarises its runs
@@ -50,10 +51,6 @@ STORED = {"ablation": ("ablation", "AblationConfig"), "robustness": ("robustness
           "multimnist": ("multimnist", "MultiMNISTConfig"), "compare_routing": ("compare_routing.run", "CompareConfig"),
           "tutorial_vs_fixed": ("tutorial_vs_fixed", "TutorialConfig"), "two_digits": ("two_digits.run", "TwoDigitConfig")}
 
-
-
-def _is_int(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
 
 
 def settings(config) -> Dict:
@@ -69,7 +66,10 @@ class Shard(NamedTuple):
 
 def run_folder(out) -> Path:
     """The folder ``--out`` names, created if missing (its parent must exist); a ValueError (one line) if it cannot be."""
-    path = Path(out).expanduser()
+    text = os.fspath(out)
+    if not text.strip():
+        raise ValueError(f"--out {text!r}: expected the folder of the experiment's runs")
+    path = Path(text).expanduser()
     if path.suffix == ".json":
         raise ValueError(f"--out names the folder of the experiment's runs (one JSON file per run), "
                          f"e.g. {path.with_suffix('')}; got the file name {out}")
@@ -77,10 +77,18 @@ def run_folder(out) -> Path:
         raise ValueError(f"--out {out} is a file; expected the folder of the experiment's runs")
     if not path.parent.is_dir():
         raise ValueError(f"--out {out}: the folder {path.parent} does not exist")
-    path.mkdir(exist_ok=True)
-    if not os.access(path, os.W_OK):
-        raise ValueError(f"--out {out} is not writable")
+    try:  # a real probe: os.access says yes to root where a write still fails
+        path.mkdir(exist_ok=True)
+        tempfile.TemporaryFile(dir=path).close()
+    except OSError:
+        raise ValueError(f"--out {out}: {path} is not writable") from None
     return path
+
+
+def clear_runs(folder: Path) -> None:
+    """``--fresh``: the folder's run files and checkpoints go (nothing else in it)."""
+    for path in [*folder.glob("*.json"), *folder.glob("*.ckpt.pt")]:
+        path.unlink()
 
 
 def start_experiment(config, kind: type, out, fresh: bool, device, command: Optional[str], preset: Optional[str],
@@ -116,15 +124,14 @@ class RunFolder:
                  summarise: Optional[Callable[[List[Dict]], object]] = None, settings_key: str = "settings",
                  summary_key: str = "summary", shard: Optional[Shard] = None):
         self.folder, self.header, self.summarise, self.shard = folder, header, summarise, shard
-        self.settings_key, self.summary_key, self.fresh = settings_key, summary_key, fresh
+        self.summary_key = summary_key
         self.done: Dict[str, Dict] = {}   # stem -> the run's record
         self.seconds: Dict[str, float] = {}
         self.grid, self.key = [], "model"
         if folder is None:
             return
         if fresh:
-            for path in [*folder.glob("*.json"), *folder.glob("*.ckpt.pt")]:
-                path.unlink()
+            clear_runs(folder)
         for stem, data in run_files(folder, settings_key, True, run_settings(header, settings_key)):
             if data.get("edited"):
                 raise StoredRunError(folder / f"{stem}.json", "fails its checksum: it changed after it was written; "
@@ -134,10 +141,6 @@ class RunFolder:
     @staticmethod
     def stem(seed: int, name: Optional[str] = None) -> str:
         return f"seed{seed}" if name is None else f"{name}-seed{seed}"
-
-    def find(self, **key) -> Optional[Dict]:
-        """The finished record whose fields equal ``key`` (e.g. model="cnn", seed=0), or None."""
-        return next((r for r in self.done.values() if all(r.get(k) == v for k, v in key.items())), None)
 
     def todo(self, seeds: Sequence[int], names: Optional[Sequence[str]] = None,
              key: str = "model") -> List[Tuple[int, Optional[str]]]:
