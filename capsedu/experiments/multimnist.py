@@ -156,6 +156,11 @@ def multimnist_experiment(config: MultiMNISTConfig, out=None, fresh: bool = Fals
     for record in result.done.values():  # the resumed seeds' weights pass their sha256, before any training
         if "weights" in record:
             _verify_weights(path / str(record["weights"]), record)
+    for seed in todo if path is not None and config.save_weights and not fresh else ():
+        file = _weights_path(path, seed)  # no run file records it: not ours, so never overwritten
+        if file.exists() or file.is_symlink():
+            raise ValueError(f"{file} exists and no run in {path} records it; capsedu never overwrites weights it "
+                             "did not write: move it away, or pass --fresh")
 
     def test(model) -> Dict:
         return {"top2": count_correct(predict_lengths(model, test_x), test_t).item() / len(test_t)}

@@ -196,8 +196,13 @@ def test_a_stale_lock_is_taken_over_with_a_note(tmp_path, capsys):
     assert "took over the lock" in capsys.readouterr().err and not (tmp_path / "m.json.lock").exists()
 
 
-def test_multimnist_checks_its_weights_on_resume_and_on_load(digits, tmp_path):
+def test_multimnist_never_overwrites_weights_it_did_not_write_and_checks_them(digits, tmp_path):
     config = dataclasses.replace(multimnist.PRESETS["smoke"], pairs_per_epoch=32, n_test_pairs=16)
+    (tmp_path / "multimnist_seed0.pt").write_bytes(b"the user's weights")
+    with pytest.raises(ValueError, match="multimnist_seed0.pt exists and no run in .* records it"):
+        multimnist.multimnist_experiment(config, out=tmp_path, device="cpu", data=digits, progress=False)
+    assert (tmp_path / "multimnist_seed0.pt").read_bytes() == b"the user's weights"
+    (tmp_path / "multimnist_seed0.pt").unlink()
     first = multimnist.multimnist_experiment(config, out=tmp_path, device="cpu", data=digits, progress=False)
     weights = tmp_path / first["runs"][0]["weights"]
     blob = bytearray(weights.read_bytes())
