@@ -8,8 +8,8 @@ import numpy as np
 
 from capsedu.experiments import multimnist
 from capsedu.figures.tables import mean_std, render_table
-from capsedu.reports.paper import (LIVE, RECON, ROUTE, ROUTE_AFF, STORED, T1_DIFFS, _budget, _converged, _detect,
-                                   _provenance, _read, _schedule, ran)
+from capsedu.reports.paper import (LIVE, ROUTE, STORED, T1_DIFFS, _budget, _converged, _detect, _provenance,
+                                   _read, _schedule, ran)
 from capsedu.reports.verdicts import interval_text, rows_for
 
 __all__ = ["PAIRS", "ablation_table", "ablation_report", "Ablation", "multimnist_line", "multimnist_report",
