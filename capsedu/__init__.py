@@ -61,6 +61,16 @@ def current_mode() -> str:
     return mode
 
 
+def glue(name: str, value, display: bool = True) -> None:
+    """myst_nb's ``glue`` in the book build, which pastes ``value`` into the prose; elsewhere (Colab,
+    plain Jupyter) there is no prose to paste into, and it does nothing."""
+    try:
+        from myst_nb import glue as myst_glue
+    except ImportError:
+        return
+    myst_glue(name, value, display=display)
+
+
 def by_mode(*, smoke, quick, gpu, full):
     """The value for the current mode, e.g. ``epochs = by_mode(smoke=1, quick=2, gpu=4, full=30)``."""
     return {"smoke": smoke, "quick": quick, "gpu": gpu, "full": full}[current_mode()]

@@ -111,14 +111,17 @@ def colab_copy(source: Path, built: Optional[Path], bib: Bibliography):
             return escape_markdown(format_glued(values[name], spec))
         number = glue_cell(cells, name)
         if number is None:   # glued in a loop over names: the cell that spells the name out
-            number = next((k for k, c in enumerate((c for c in nb.cells if c.cell_type == "code"), 1)
-                           if f'"{name}"' in c.source or f"'{name}'" in c.source), None)
+            number = next((k for k, c in enumerate(code, 1) if f'"{name}"' in c.source or f"'{name}'" in c.source),
+                          None)
+        if number is None:   # glued from a reader's dict: the last cell before this text that glues
+            number = next((k for k in range(seen, 0, -1) if "glue(" in code[k - 1].source), None)
         if number is None:
             raise KeyError(f"{source.name}: {{glue:text}}`{name}` is glued by no code cell")
         return f"[`{name}`: computed by code cell {number}]"
 
-    cited = []
+    cited, code, seen = [], [c for c in nb.cells if c.cell_type == "code"], 0
     for cell in nb.cells:
+        seen += cell.cell_type == "code"
         if cell.cell_type == "markdown":
             cell.source = convert(cell.source, bib, doc_link, glued, cited)
     first = next(c for c in nb.cells if c.cell_type == "markdown")

@@ -25,7 +25,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["TutorialCapsNet", "tutorial_squash", "tutorial_loss", "TUTORIAL_TRAINING", "MNIST_MEAN", "MNIST_STD"]
+from capsedu.core.squashing import squash
+
+__all__ = ["TutorialCapsNet", "tutorial_squash", "tutorial_routing", "tutorial_margin_loss", "tutorial_pick",
+           "tutorial_loss", "TUTORIAL_TRAINING", "MNIST_MEAN", "MNIST_STD"]
 
 MNIST_MEAN, MNIST_STD = 0.1307, 0.3081   # transforms.Normalize((0.1307,), (0.3081,)) in the tutorial code
 TUTORIAL_TRAINING = {"optimizer": "Adam, default rate 1e-3, constant", "batch_size": 100, "shift": 0,
@@ -36,6 +39,31 @@ def tutorial_squash(s: torch.Tensor) -> torch.Tensor:
     """Pitfall 6: |s|^2 s / ((1 + |s|^2) |s|) over the last axis, undefined at s = 0."""
     squared_norm = (s ** 2).sum(-1, keepdim=True)
     return squared_norm * s / ((1.0 + squared_norm) * torch.sqrt(squared_norm))
+
+
+def tutorial_routing(u_hat: torch.Tensor, iterations: int = 3, softmax_dim: int = 1, squash_fn=squash):
+    """Pitfalls 1 and 2 alone, on predictions (B, N_in, N_out, D): ONE set of logits for the batch, raised
+    by the batch-mean agreement, and the softmax over ``softmax_dim`` (the tutorial's 1, the inputs;
+    2, the parents, fixes pitfall 1). Like the tutorial, it skips the unused last update."""
+    b = u_hat.new_zeros(1, *u_hat.shape[1:3])                    # (1, N_in, N_out): shared by the batch
+    for r in range(iterations):
+        c = torch.softmax(b, dim=softmax_dim)
+        v = squash_fn((c.unsqueeze(-1) * u_hat).sum(dim=1))      # (B, N_out, D)
+        if r < iterations - 1:
+            b = b + (u_hat * v.unsqueeze(1)).sum(-1).mean(dim=0, keepdim=True)   # the batch mean
+    return v
+
+
+def tutorial_margin_loss(lengths: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Pitfall 3: the margin loss of lengths (B, 10) without its squares, a hinge."""
+    T = F.one_hot(labels, 10).to(lengths.dtype)
+    return (T * F.relu(0.9 - lengths) + 0.5 * (1.0 - T) * F.relu(lengths - 0.1)).sum(dim=1).mean()
+
+
+def tutorial_pick(lengths: torch.Tensor) -> torch.Tensor:
+    """Pitfall 5: the class the decoder is masked by, from lengths (B, 10). The tutorial softmaxes the
+    (B, 10, 1) lengths without ``dim``: PyTorch then takes dim 0, the batch, before the argmax."""
+    return _implicit_softmax(lengths.unsqueeze(-1)).squeeze(-1).argmax(dim=1)
 
 
 def _implicit_softmax(x: torch.Tensor) -> torch.Tensor:
@@ -78,8 +106,7 @@ class TutorialCapsNet(nn.Module):
     def forward(self, x: torch.Tensor):
         """(capsules (B, 10, 16, 1), reconstructions (B, 1, 28, 28), one-hot pick (B, 10)) as the tutorial."""
         v = self.capsules(x)
-        classes = _implicit_softmax(torch.sqrt((v ** 2).sum(2)))                      # (B, 10, 1): dim 0
-        pick = classes.max(dim=1).indices.squeeze(1)                                  # pitfall 5
+        pick = tutorial_pick(torch.sqrt((v ** 2).sum(2)).squeeze(-1))                 # pitfall 5
         masked = torch.eye(10, device=x.device).index_select(0, pick)
         rec = self.decoder((v * masked[:, :, None, None]).view(x.size(0), -1))
         return v, rec.view(-1, 1, 28, 28), masked
@@ -89,7 +116,4 @@ def tutorial_loss(v: torch.Tensor, rec: torch.Tensor, x_normalised: torch.Tensor
     """Pitfalls 3 and 4: hinge margin loss plus 0.0005 x the pixel-mean squared error to normalised images."""
     B = v.size(0)
     lengths = torch.sqrt((v ** 2).sum(dim=2, keepdim=True)).view(B, -1)
-    T = F.one_hot(labels, 10).to(v.dtype)
-    margin = (T * F.relu(0.9 - lengths) + 0.5 * (1.0 - T) * F.relu(lengths - 0.1)).sum(dim=1).mean()
-    recon = F.mse_loss(rec.view(B, -1), x_normalised.view(B, -1))
-    return margin + 0.0005 * recon
+    return tutorial_margin_loss(lengths, labels) + 0.0005 * F.mse_loss(rec.view(B, -1), x_normalised.view(B, -1))

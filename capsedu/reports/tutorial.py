@@ -156,11 +156,13 @@ def _runs(data: Dict, stored: bool, sample) -> TutorialRuns:
     return TutorialRuns(data, stored, s["n_train"] or len(sample.x_train), s["n_test"] or len(sample.x_test))
 
 
-def preview_summary(preview: Dict) -> Tuple[str, Dict[str, object]]:
-    """The live preview's lines (model, test accuracy, seconds per run) and its glued values: the
-    optimiser steps of its first run and the model ahead after them."""
-    runs = preview["runs"]
-    lines = "\n".join(f"  {r['model']:8s} test accuracy {r['test']:.3f}   ({r['seconds']:.0f} s)" for r in runs)
+def preview_summary(preview: Dict, sample) -> Tuple[str, Dict[str, object]]:
+    """The live preview's lines (what it trained on; model, test accuracy, seconds per run) and its glued
+    values: the optimiser steps of its first run and the model ahead after them."""
+    runs, s = preview["runs"], preview["settings"]
+    lines = "\n".join([f"live preview: {s['n_train'] or len(sample.x_train):,} training digits, {s['epochs']} epoch(s), "
+                        f"batch {s['batch_size']}, seed {s['seeds'][0]}, tested on {s['n_test'] or len(sample.x_test):,} digits"]
+                       + [f"  {r['model']:8s} test accuracy {r['test']:.3f}   ({r['seconds']:.0f} s)" for r in runs])
     acc = {r["model"]: r["test"] for r in runs}
     return lines, {"ch11_prev_steps": runs[0]["steps"], "ch11_prev_ahead": max(acc, key=acc.get)}
 

@@ -10,7 +10,9 @@ from capsedu.core.capsnet import CapsNet
 from capsedu.core.params import count_parameters
 from capsedu.data.mnist import load_dataset
 from capsedu.experiments import tutorial_vs_fixed as tvf
-from capsedu.methods.tutorial_capsnet import TutorialCapsNet, tutorial_loss, tutorial_squash
+from capsedu.core.routing import dynamic_routing
+from capsedu.methods.tutorial_capsnet import (TutorialCapsNet, tutorial_loss, tutorial_margin_loss, tutorial_pick,
+                                              tutorial_routing, tutorial_squash)
 
 
 @pytest.fixture(scope="module")
@@ -27,6 +29,21 @@ def test_squash_is_undefined_at_zero_only():
     out = tutorial_squash(torch.tensor([[0.0, 0.0], [3.0, 4.0]]))
     assert torch.isnan(out[0]).all()
     assert torch.allclose(out[1].norm(), torch.tensor(25 / 26))
+
+
+def test_tutorial_routing_is_dynamic_routing_for_one_example_with_the_softmax_fixed():
+    u = torch.randn(3, 20, 4, 5, generator=torch.Generator().manual_seed(0))
+    assert torch.allclose(tutorial_routing(u[:1], softmax_dim=2), dynamic_routing(u[:1]), atol=1e-6)
+    assert not torch.allclose(tutorial_routing(u, softmax_dim=2)[:1], dynamic_routing(u[:1]), atol=1e-4)  # pitfall 2
+    assert not torch.allclose(tutorial_routing(u[:1]), dynamic_routing(u[:1]), atol=1e-4)                # pitfall 1
+
+
+def test_tutorial_pick_softmaxes_over_the_batch_and_margin_is_a_hinge():
+    lengths = torch.tensor([[0.3, 0.2], [0.9, 0.1]]).repeat(1, 5)       # (2, 10): image 0's longest is class 0
+    assert tutorial_pick(lengths).tolist() == [1, 0]   # but over the batch its class 1 (0.2 vs 0.1) stands out more
+    short = torch.tensor([[0.5] + [0.0] * 9], requires_grad=True)
+    tutorial_margin_loss(short, torch.tensor([0])).backward()
+    assert short.grad[0, 0].item() == -1.0                              # slope 1 up to the margin: no square
 
 
 def test_an_example_depends_on_its_batch_neighbours(net):

@@ -70,8 +70,9 @@ def test_a_folder_without_one_model_falls_back_and_one_missing_seed_is_left_out(
 
 
 def test_the_preview_lines_and_glued_values():
-    lines, glued = preview_summary(PREVIEW)
-    assert lines.splitlines() == ["  tutorial test accuracy 0.500   (4 s)", "  fixed    test accuracy 0.250   (4 s)"]
+    lines, glued = preview_summary(PREVIEW, SAMPLE)
+    assert lines.splitlines() == ["live preview: 48 training digits, 1 epoch(s), batch 16, seed 0, tested on 40 digits",
+                                  "  tutorial test accuracy 0.500   (4 s)", "  fixed    test accuracy 0.250   (4 s)"]
     assert glued == {"ch11_prev_steps": 3, "ch11_prev_ahead": "tutorial"}
 
 
