@@ -87,10 +87,10 @@ class CompareConfig:
 PRESETS = {
     # every code path in seconds (the tests)
     "smoke": CompareConfig(seeds=(0,), epochs=1, batch_size=16, n_train=32, n_test=32, cost_repeats=1),
-    # the chapter's live preview on a 2-core CPU (about 90 s): one seed, 2 epochs of 4,000 digits per method;
-    # without "em-spread" (about half of "em"'s time again, past the 90 s)
+    # the chapter's live preview on a 2-core CPU (about 60 s): one seed, 2 epochs of 2,500 digits per method;
+    # without "em-spread" (about half of "em"'s time again)
     "quick": CompareConfig(methods=("dynamic", "none", "em", "attention"), seeds=(0,), epochs=2, batch_size=16,
-                           n_train=4000, n_test=300, cost_repeats=3),
+                           n_train=2500, n_test=300, cost_repeats=3),
     # the stored run on a 2-core CPU: the whole sample, 3 seeds, 15 epochs (hours, EM most of
     # them; the CLI prints its own estimate, measured from a few steps, before it starts)
     "long": CompareConfig(epochs=15),
