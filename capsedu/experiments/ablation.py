@@ -26,13 +26,8 @@ from capsedu.core.capsnet import CapsNet
 from capsedu.core.params import count_parameters
 from capsedu.data.transforms import affine_test_set, center_on_canvas, pad_and_shift
 from capsedu.runtime.arguments import MAX_INT, check_config
-from capsedu.experiments.shared.runs import (
-    spread_table,
-    start_experiment,
-    train_epochs,
-)
+from capsedu.experiments.shared.runs import scored, spread_table, start_experiment, train_epochs
 from capsedu.speed.fast import fused_routing
-from capsedu.training.evaluation import predict_lengths
 
 __all__ = ["VARIANTS", "PAPER_TABLE1", "AblationConfig", "PRESETS", "make_variant", "ablation_experiment",
            "summarise"]
@@ -127,15 +122,6 @@ def ablation_experiment(config: AblationConfig, out=None, fresh: bool = False, d
     train = SimpleNamespace(x_train=x_train, y_train=data.y_train[:config.n_train].to(device),
                             x_test=sets["clean"][0], y_test=sets["clean"][1])
 
-    def test(model) -> Tuple[Dict, Dict]:
-        """(accuracy per set, sorted indices missed per set)."""
-        accuracy, misses = {}, {}
-        for k, (x, y) in sets.items():
-            pred = predict_lengths(model, x).argmax(dim=1)             # (N,)
-            accuracy[k] = (pred == y).float().mean().item()
-            misses[k] = (pred != y).nonzero().flatten().tolist()       # ascending
-        return accuracy, misses
-
     for seed, name in result.todo(config.seeds, config.variants, "variant"):
         torch.manual_seed(seed)  # the same initial weights for every variant of a seed
         model, recon_weight = make_variant(name, config)
@@ -144,7 +130,7 @@ def ablation_experiment(config: AblationConfig, out=None, fresh: bool = False, d
             model, train, config.epochs, seed, lambda m: {}, progress=progress, desc=f"{name} seed {seed}",
             batch_size=config.batch_size, lr=config.lr, device=device, amp=config.amp,
             shift=config.max_shift, loss="capsnet", recon_weight=recon_weight)
-        accuracy, misses = test(model)
+        accuracy, misses, _ = scored(model, sets)
         records[-1].update(accuracy)
         result.add({"variant": name, "seed": seed, "params": count_parameters(model),
                     "seconds": round(seconds, 2), "epochs": records, **test_summary(records[-1]),

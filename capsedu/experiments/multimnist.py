@@ -30,11 +30,7 @@ from capsedu.core.params import count_parameters
 from capsedu.core.squashing import safe_norm
 from capsedu.data.pairs import overlapping_pairs
 from capsedu.runtime.arguments import MAX_INT, check_config
-from capsedu.experiments.shared.runs import (
-    spread,
-    start_experiment,
-    train_epochs,
-)
+from capsedu.experiments.shared.runs import config_from_settings, spread, start_experiment, train_epochs
 from capsedu.runtime.files import sha256_of
 from capsedu.runtime.results import results_dir
 from capsedu.training.evaluation import count_correct, predict_lengths
@@ -225,13 +221,12 @@ def load_model(result: Dict, folder=None, seed: Optional[int] = None) -> PairCap
     ``multimnist/``), sha256-checked, in float32."""
     if folder is None:
         folder = results_dir() / "multimnist"
-    settings = {k: tuple(v) if isinstance(v, list) else v for k, v in result["settings"].items()}
     record = next((r for r in result["runs"] if seed is None or r["seed"] == seed), None)
     if record is None or "weights" not in record:
         raise ValueError(f"the multimnist result holds no stored weights{'' if seed is None else f' of seed {seed}'}")
     path = Path(folder) / record["weights"]
     _verify_weights(path, record)
-    model = build_model(MultiMNISTConfig(**settings))
+    model = build_model(config_from_settings(MultiMNISTConfig, result["settings"]))
     state = torch.load(path, map_location="cpu", weights_only=True)
     model.load_state_dict({k: v.float() for k, v in state.items()})
     return model.eval()

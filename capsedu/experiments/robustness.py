@@ -28,13 +28,8 @@ from capsedu.core.capsnet import CapsNet
 from capsedu.core.params import count_parameters
 from capsedu.data.transforms import affine_test_set, center_on_canvas, pad_and_shift
 from capsedu.runtime.arguments import MAX_INT, check_config
-from capsedu.experiments.shared.runs import (
-    spread,
-    start_experiment,
-    train_epochs,
-)
+from capsedu.experiments.shared.runs import scored, spread, spread_table, start_experiment, train_epochs
 from capsedu.methods.baseline_cnn import BaselineCNN, BaselineConfig
-from capsedu.training.evaluation import predict_lengths
 
 __all__ = ["MODELS", "MODEL_LOSS", "RobustnessConfig", "PRESETS", "make_model", "test_sets",
            "robustness_experiment", "summarise", "matched_runs", "PAPER_AFFNIST"]
@@ -129,21 +124,13 @@ def test_sets(data, config: RobustnessConfig, device) -> Dict[str, Tuple[torch.T
 
 
 def _tester(sets, strongest: str):
-    """test(model) -> accuracies on every set but train, the indices missed on each ("misses": set ->
-    sorted list) and the wrong answers at the strongest affine set ("wrong": [index, prediction])."""
+    """test(model) -> accuracies on every set but train, "misses" (set -> sorted indices) and "wrong":
+    [index, prediction] of each miss at the strongest affine set."""
+    tests = {k: v for k, v in sets.items() if k != "train"}
+
     def test(model) -> Dict:
-        out, misses = {}, {}
-        for name, (x, y) in sets.items():
-            if name == "train":
-                continue
-            pred = predict_lengths(model, x).argmax(dim=1)           # (N,)
-            out[name] = (pred == y).float().mean().item()
-            wrong = (pred != y).nonzero().flatten()                  # ascending
-            misses[name] = wrong.tolist()
-            if name == strongest:
-                out["wrong"] = [[int(i), int(pred[i])] for i in wrong]
-        out["misses"] = misses
-        return out
+        accuracy, misses, pred = scored(model, tests)
+        return {**accuracy, "wrong": [[i, int(pred[strongest][i])] for i in misses[strongest]], "misses": misses}
     return test
 
 
@@ -220,17 +207,14 @@ def summarise(runs: List[Dict], config: RobustnessConfig) -> Dict:
     the models' best (matched on clean accuracy); mean and std over seeds; failure examples."""
     keys = ["val", "clean"] + [f"affine@{s:g}" for s in config.strengths]
     chosen = _matched(runs, config.models, config.seeds)
-    table = []
-    for m in config.models:
-        rows = chosen[m]
-        if not rows:
-            continue
-        row = {"model": m, "loss": MODEL_LOSS[m], "params": next(r["params"] for r in runs if r["model"] == m),
-               "seeds": len(rows), "epochs": [r["epoch"] for r in rows]}
-        for k in keys:
-            row[k], row[k + "_std"] = spread([r[k] for r in rows])
-            row["best_" + k], _ = spread([r["best"][k] for r in rows])
-        table.append(row)
+    params = {r["model"]: r["params"] for r in runs}
+
+    def head(m, rows):
+        best = {"best_" + k: spread([r["best"][k] for r in rows])[0] for k in keys}
+        return {"model": m, "loss": MODEL_LOSS[m], "params": params[m], "seeds": len(rows),
+                "epochs": [r["epoch"] for r in rows], **best}
+    rows = [{**e, "model": m} for m in config.models for e in chosen[m]]
+    table = spread_table(rows, "model", config.models, keys, head)
     return {"table": table, "strengths": list(config.strengths), "failures": _failures(chosen, config)}
 
 

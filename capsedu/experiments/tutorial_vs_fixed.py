@@ -27,9 +27,8 @@ from tqdm.auto import tqdm
 from capsedu.core.capsnet import CapsNet
 from capsedu.core.params import count_parameters
 from capsedu.runtime.arguments import check_config
-from capsedu.experiments.shared.runs import spread_table, start_experiment, train_epochs
+from capsedu.experiments.shared.runs import scored, spread_table, start_experiment, train_epochs
 from capsedu.methods.tutorial_capsnet import MNIST_MEAN, MNIST_STD, TUTORIAL_TRAINING, TutorialCapsNet, tutorial_loss
-from capsedu.training.evaluation import predict_lengths
 
 __all__ = ["MODELS", "TutorialConfig", "PRESETS", "tutorial_vs_fixed", "summarise"]
 
@@ -122,9 +121,9 @@ def _train_fixed(model, train, sets, config: TutorialConfig, seed: int, device, 
     missed = {}
 
     def test(m):
-        right = predict_lengths(m, x_test).argmax(dim=1) == y_test
-        missed["test"] = (~right).nonzero().flatten().tolist()
-        return {"test": right.float().mean().item()}
+        accuracy, misses, _ = scored(m, {"test": (x_test, y_test)})
+        missed.update(misses)
+        return accuracy
     records, seconds = train_epochs(model, train, config.epochs, seed, test, progress=progress, desc=desc,
                                     batch_size=config.batch_size, lr=config.lr, device=device, amp="off")
     steps = config.epochs * math.ceil(len(train.x_train) / config.batch_size)

@@ -30,16 +30,11 @@ from capsedu.core.params import count_parameters
 from capsedu.core.routing import dynamic_routing
 from capsedu.data.transforms import affine_test_set
 from capsedu.runtime.arguments import check_config
-from capsedu.experiments.shared.runs import (
-    spread_table,
-    start_experiment,
-    train_epochs,
-)
+from capsedu.experiments.shared.runs import scored, spread_table, start_experiment, train_epochs
 from capsedu.methods.attention import self_attention_routing
 from capsedu.methods.efficient_capsnet import EfficientCapsNet
 from capsedu.methods.matrix_capsnet import MatrixCapsNet, MatrixCapsNetConfig
 from capsedu.speed.bench import estimate_fit_seconds, median_seconds
-from capsedu.training.evaluation import predict_lengths
 
 __all__ = ["METHODS", "LOSS", "EM_SPREAD_CONFIG", "CompareConfig", "PRESETS", "make_model",
            "routing_step", "estimate_seconds", "compare_routing", "summarise"]
@@ -188,18 +183,13 @@ def test_sets(data, config: CompareConfig, device) -> Dict[str, Tuple[torch.Tens
 
 
 class _Tester:
-    """``tester(model)`` -> the accuracy on each set; then ``misses``: the sorted indices of the
-    items that call got wrong, per set (the same predictions, so 1 - misses / n is the accuracy)."""
+    """``tester(model)`` -> the accuracy on each set; then ``misses``: that call's sorted indices missed, per set."""
 
     def __init__(self, sets):
         self.sets, self.misses = sets, None
 
     def __call__(self, model) -> Dict[str, float]:
-        accuracy, self.misses = {}, {}
-        for name, (x, y) in self.sets.items():
-            right = predict_lengths(model, x).argmax(dim=1) == y
-            accuracy[name] = right.float().mean().item()
-            self.misses[name] = (~right).nonzero().flatten().tolist()        # ascending
+        accuracy, self.misses, _ = scored(model, self.sets)
         return accuracy
 
 

@@ -1,25 +1,10 @@
-"""What every stored-run experiment shares (two-digits, robustness, ablation, multimnist, compare-routing).
+"""What every stored-run experiment shares: its folder of runs with the resume rule, training epoch by epoch, summaries.
 
-An experiment is a grid of runs, one per (name, seed): a model, variant or method trained with one
-seed. Each finished run is one sealed JSON file (``capsedu.runtime.stored``: format, checksum, the
-header's provenance and settings, and the run's record under ``"run"``) in the experiment's folder,
-``<name>-seed<k>.json`` (``seed<k>.json`` where the grid has one model), written atomically by the
-process that trained it. Nothing is merged and no two processes write one file, so the grid can be
-split any way: ``--shard K/N`` or torchrun's RANK of WORLD_SIZE keeps run i if i mod N = K.
-
-- ``start_experiment``: the preamble every experiment runs: check the config's type, the folder
-  and the run files already in it (before any training), the device, the data.
-- ``RunFolder``: the resume rule. A run whose file holds the same settings is skipped (the grid's
-  own fields, seeds and names, may differ: a grid can grow); a file of other settings is a one-line
-  error naming them; ``fresh`` removes the folder's run files first. ``checkpoint`` gives a run a
-  file to continue from after an interruption, removed once the run's own file is written.
-- ``stored_or_preview(name)``: a stored experiment as the chapters read it, its folder read as one
-  object (``capsedu.runtime.stored.read_runs``) with the summary its experiment computes from the runs.
-- ``train_epochs``: ``capsedu.training.loop``'s own steps (``start_run``, ``train_epoch``), with a test
-  of the model after every epoch, an optional stop (early stopping on a validation split)
-  and optional fresh training data each epoch (pairs generated on the fly).
-- ``spread``: mean and sample standard deviation of a list; ``spread_table``: one row per group
-  of runs with the mean and std of each field (the experiments' summaries).
+An experiment is a grid of (name, seed) runs. Each finished run is one sealed JSON file
+(``capsedu.runtime.stored``), ``<name>-seed<k>.json`` (``seed<k>.json`` for a grid of one model),
+written atomically by the process that trained it: nothing is merged and no two processes write
+one file, so the grid can be split any way (``Shard``). ``RunFolder`` is the resume rule: a run
+stored with the same settings is skipped, other settings are a one-line error, ``fresh`` clears.
 """
 from __future__ import annotations
 
@@ -40,17 +25,17 @@ from capsedu.runtime import results
 from capsedu.runtime.device import resolve_device
 from capsedu.runtime.files import interrupted
 from capsedu.runtime.stored import StoredRunError, run_files, run_settings, write_stored
-from capsedu.training.evaluation import float_targets
+from capsedu.training.evaluation import float_targets, predict_lengths
 from capsedu.training.loop import epoch_record, start_run, train_epoch
 
-__all__ = ["settings", "Shard", "run_folder", "clear_runs", "start_experiment", "RunFolder", "stored_or_preview",
-           "spread", "spread_table", "train_epochs"]
+__all__ = ["settings", "Shard", "run_folder", "clear_runs", "start_experiment", "RunFolder", "config_from_settings",
+           "stored_or_preview",
+           "spread", "spread_table", "scored", "train_epochs"]
 
 # a stored folder's first word -> (the experiment's module, its config class): what summarises its runs
 STORED = {"ablation": ("ablation", "AblationConfig"), "robustness": ("robustness", "RobustnessConfig"),
           "multimnist": ("multimnist", "MultiMNISTConfig"), "compare_routing": ("compare_routing.run", "CompareConfig"),
           "tutorial_vs_fixed": ("tutorial_vs_fixed", "TutorialConfig"), "two_digits": ("two_digits.run", "TwoDigitConfig")}
-
 
 
 def settings(config) -> Dict:
@@ -94,12 +79,8 @@ def clear_runs(folder: Path) -> None:
 def start_experiment(config, kind: type, out, fresh: bool, device, command: Optional[str], preset: Optional[str],
                      summarise: Optional[Callable], data=None, progress: bool = True, settings_key: str = "settings",
                      summary_key: str = "summary", shard: Optional[Shard] = None):
-    """The preamble of every experiment: (folder or None, device, ``RunFolder``, data).
-
-    ``config`` must be a ``kind``; ``out`` (the folder of runs) and its run files are checked before any
-    training; ``data`` defaults to ``load_dataset("mnist", config.source)`` on the CPU. The keys name the
-    settings and the summary in the result (two-digits: "config" and "table"). ``summarise(runs)``.
-    """
+    """(folder or None, device, ``RunFolder``, data), ``out`` and its runs checked before any training; the
+    keys name the settings and the summary in the result (two-digits: "config" and "table")."""
     if not isinstance(config, kind):
         article = "an" if kind.__name__[0] in "AEIOU" else "a"
         raise TypeError(f"config must be {article} {kind.__name__}, got {type(config).__name__}")
@@ -114,11 +95,8 @@ def start_experiment(config, kind: type, out, fresh: bool, device, command: Opti
 
 
 class RunFolder:
-    """An experiment's runs: those its folder already holds (same settings) and those trained now.
-
-    With ``folder=None`` nothing is written (the book's previews). ``summarise(runs)`` -> the
-    ``summary_key`` entry of ``finish``. ``shard``: this process trains only its share of the grid.
-    """
+    """An experiment's runs: those its folder holds (same settings) and those trained now (``folder=None``:
+    nothing is written, the book's previews). ``shard``: this process trains only its share of the grid."""
 
     def __init__(self, folder: Optional[Path], header: Dict, fresh: bool = False,
                  summarise: Optional[Callable[[List[Dict]], object]] = None, settings_key: str = "settings",
@@ -168,8 +146,7 @@ class RunFolder:
             raise KeyboardInterrupt
 
     def finish(self) -> Dict:
-        """The experiment as far as it is done: the header, the grid's finished runs in order, their
-        seconds, the summary."""
+        """The experiment so far: the header, the grid's finished runs in order, their seconds, the summary."""
         stems = [self.stem(s, n) for s, n in self.grid if self.stem(s, n) in self.done]
         runs = [self.done[stem] for stem in stems]
         return {**self.header, "runs": runs, "seconds": round(sum(self.seconds[stem] for stem in stems), 2),
@@ -178,6 +155,11 @@ class RunFolder:
 
 def _tuples(value):
     return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
+
+
+def config_from_settings(kind: type, stored: Dict):
+    """The config dataclass ``kind`` of stored settings (their JSON lists back to tuples)."""
+    return kind(**{k: _tuples(v) for k, v in stored.items()})
 
 
 def stored_or_preview(name: str, check: Optional[Callable[[Dict], object]] = None):
@@ -190,7 +172,7 @@ def stored_or_preview(name: str, check: Optional[Callable[[Dict], object]] = Non
 
     def summarised(data):
         key = "config" if "config" in data else "settings"
-        config = getattr(module, config_name)(**{k: _tuples(v) for k, v in data[key].items()})
+        config = config_from_settings(getattr(module, config_name), data[key])
         data["table" if key == "config" else "summary"] = module.summarise(data["runs"], config)
         if check is not None:
             check(data)
@@ -219,16 +201,24 @@ def spread_table(runs: List[Dict], key: str, names: Sequence[str], fields: Seque
     return table
 
 
+def scored(model, sets: Dict[str, Tuple[torch.Tensor, torch.Tensor]]):
+    """(accuracy, sorted indices missed, predictions), each per name of ``sets`` (name -> images, labels):
+    the misses let two runs be compared item by item (McNemar's test)."""
+    accuracy, misses, predictions = {}, {}, {}
+    for name, (x, y) in sets.items():
+        predictions[name] = predict_lengths(model, x).argmax(dim=1)        # (N,)
+        right = predictions[name] == y
+        accuracy[name] = right.float().mean().item()
+        misses[name] = (~right).nonzero().flatten().tolist()             # ascending
+    return accuracy, misses, predictions
+
+
 def train_epochs(model, data, epochs: int, seed: int, test: Callable[[torch.nn.Module], Dict],
                  stop: Optional[Callable[[List[Dict]], bool]] = None,
                  fresh_data: Optional[Callable[[int], Tuple[torch.Tensor, torch.Tensor]]] = None,
                  progress: bool = True, desc: str = "train", **fit_options) -> Tuple[List[Dict], float]:
-    """Train as ``fit`` does (same steps, same options), calling ``test(model)`` after each epoch.
-
-    Returns (one record per epoch: ``fit``'s fields plus ``test``'s, seconds). ``stop(records)``
-    True ends training after that epoch. ``fresh_data(epoch)`` -> (x_train, y_train) replaces the
-    training set before each epoch. ``data.x_test`` is not used here: ``test`` does the testing.
-    """
+    """Train as ``fit`` does, with ``test(model)``'s numbers in each epoch's record: (records, seconds).
+    ``stop(records)`` True ends training; ``fresh_data(epoch)`` -> (x_train, y_train) replaces the training set."""
     t0 = time.perf_counter()
     run = start_run(model, data, epochs=epochs, seed=seed, **fit_options)
     records = []
