@@ -14,20 +14,6 @@ from pathlib import Path
 __all__ = ["cmd_train", "cmd_evaluate", "cmd_info"]
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-    try:
-        return version("capsedu")
-    except PackageNotFoundError:
-        return "unknown"
-
-
-def _write_json(obj, path: Path) -> None:
-    """Atomically, Ctrl-C held back until done, no .tmp left on any error."""
-    from capsedu.runtime.files import write_atomic
-    write_atomic(str(path), lambda f: f.write((json.dumps(obj, indent=2) + "\n").encode()))
-
-
 def _check_out_folder(out: Path, files) -> None:
     """--out must be (or become) a writable folder whose ``files`` are files or absent: checked before any run."""
     if out.exists() and not out.is_dir():
@@ -55,7 +41,7 @@ def cmd_train(args) -> int:
     from capsedu.runtime.allocator import kept_freed_memory
     from capsedu.runtime.checkpoints import CheckpointError
     from capsedu.runtime.device import resolve_amp, resolve_device
-    from capsedu.runtime.files import remove_stale_tmp
+    from capsedu.runtime.files import remove_stale_tmp, write_json
     from capsedu.runtime.lock import OutputLock
     from capsedu.runtime.results import command_line, provenance
     from capsedu.training.distributed import is_main, start_from_env, stop, world_size
@@ -121,7 +107,7 @@ def cmd_train(args) -> int:
         "final_test_accuracy": test_acc,
         **history.as_dict(),
     }
-    _write_json(metrics, out / "metrics.json")
+    write_json(metrics, out / "metrics.json")
     lock.release()
     print(f"capsedu: test accuracy {test_acc:.4f} after {len(history)} epochs; wrote {ckpt} and {out / 'metrics.json'}")
     stop()
@@ -162,6 +148,7 @@ def cmd_info(args) -> int:
 
     import torch
 
+    from capsedu import __version__
     from capsedu.data.mnist import FASHION_IDX_DIR, sample_ok
     from capsedu.runtime.device import hardware, resolve_amp, resolve_device
 
@@ -169,7 +156,7 @@ def cmd_info(args) -> int:
     mps = getattr(torch.backends, "mps", None)
     cuda = torch.cuda.is_available()
     info = {
-        "python": platform.python_version(), "torch": torch.__version__, "capsedu": _version(),
+        "python": platform.python_version(), "torch": torch.__version__, "capsedu": __version__,
         "devices": {"cuda": cuda, "mps": bool(mps is not None and mps.is_available()), "cpu": True,
                     "cuda_names": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]},
         "default_device": str(resolve_device("auto")), "hardware": hardware(resolve_device("auto")),
