@@ -1,18 +1,11 @@
-"""Experiment 3 of chapter 9, overlapping digits taken apart (the paper's MultiMNIST).
+"""Experiment 3 of chapter 9, overlapping digits taken apart (the paper's MultiMNIST): top-2 accuracy
+on pairs of test digits, after training on pairs drawn afresh every epoch.
 
-- the pairs: ``capsedu.data.pairs.overlapping_pairs(..., separate=True)``, two digits of different
-  classes, each shifted by up to 4 px on a 36x36 canvas and overlaid (add, clip at 1), as three
-  channels: the overlay, then the lower-class digit and the higher-class digit alone (the
-  reconstruction targets).
-- ``PairCapsNet``: CapsNet reading channel 0; in training its decoder reconstructs each of
-  the two true digits from that digit's capsule alone (the paper's loss: the sum of the two
-  errors); ``segment`` reconstructs the two longest capsules (the paper's Figure 5).
-- ``MultiMNISTConfig``, ``PRESETS``, ``multimnist_experiment``: train on pairs generated
-  afresh every epoch from the training digits, test top-2 accuracy on pairs of test digits.
-
-``fit``'s reconstruction loss compares the decoder's output with the model's input; so the
-input carries the two target digits as extra channels and the output repeats channel 0
-unchanged (adding zero to the loss): the loss is then exactly the sum of the two digits' errors.
+The pairs (``capsedu.data.pairs.overlapping_pairs(..., separate=True)``) have three channels: the
+overlay, then the lower-class and the higher-class digit alone. ``fit``'s reconstruction loss
+compares the decoder's output with the model's input, so ``PairCapsNet`` reads channel 0 and
+returns it unchanged beside one reconstruction per true digit (from that digit's capsule alone):
+the loss is then exactly the paper's, the sum of the two digits' errors.
 """
 from __future__ import annotations
 
@@ -135,12 +128,8 @@ def multimnist_experiment(config: MultiMNISTConfig, out=None, fresh: bool = Fals
                           command: Optional[str] = None, preset: Optional[str] = None, progress: bool = True,
                           return_model: bool = False, shard=None) -> Dict:
     """Train one PairCapsNet per seed (skipping finished seeds, unless ``fresh``); top-2 accuracy after each epoch.
-
-    With ``out`` and ``config.save_weights``, each seed's weights go to ``multimnist_seed<k>.pt`` (fp16) in
-    the folder, and its record holds their file name and sha256. ``return_model``: also "model" (not JSON),
-    the last trained model, and "test" (the test pairs and targets). ``shard``: train only that shard
-    of the seeds (``capsedu.experiments.shared.runs.Shard``).
-    """
+    With ``out`` and ``config.save_weights``, each seed's fp16 weights go beside its run, their sha256 in it.
+    ``return_model``: also "model", the last one trained, and "test" (the test pairs and targets)."""
     path, device, result, data = start_experiment(config, MultiMNISTConfig, out, fresh, device,
                                                   command, preset, summarise, data, progress, shard=shard)
     todo = [seed for seed, _ in result.todo(config.seeds)]

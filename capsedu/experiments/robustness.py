@@ -1,20 +1,10 @@
 """Experiment 1 of chapter 9, robustness to affine transformations (the paper's affNIST test).
 
-- ``RobustnessConfig``: every setting in one frozen dataclass, checked on construction;
-  ``PRESETS`` holds one per mode (smoke, quick, gpu, full) and "long", the stored run.
-- ``MODELS``: "cnn", the baseline CNN's layers with sigmoid scores and the margin loss (Gu, Tresp
-  & Hu (CVPR 2021)'s "enhanced" ConvNet: it differs from CapsNet in architecture only);
-  "capsnet"; "cnn-ce", the same CNN as the paper trains it, logits and softmax cross-entropy
-  (the control that separates the loss from the architecture). ``MODEL_LOSS``: each one's loss.
-- ``make_model``: one of them for the padded canvas.
-- ``robustness_experiment``: train each on padded, randomly shifted training digits, test
-  after every epoch on a held-out validation split, the shifted test digits and the
-  affNIST-style test set at several strengths (storing the accuracy and the indices of the items
-  missed on each set); then pick each model's epoch on the validation split only, so that all
-  are *matched on clean accuracy*; a JSON-friendly dict.
-- ``summarise``: that matching, the accuracy-vs-strength table and a few failure examples;
-  ``matched_runs``: one record per model x seed at its matched epoch, misses included (for
-  ``capsedu.reports.verdicts.rows_for`` and its per-item McNemar test).
+Each model trains on shifted digits and is tested after every epoch; ``summarise`` then picks each
+model's epoch on the validation split only, so that all are compared *matched on clean accuracy*.
+"cnn" is Gu, Tresp & Hu (CVPR 2021)'s "enhanced" ConvNet (sigmoid scores, margin loss: it differs
+from CapsNet in architecture only); "cnn-ce", the same CNN trained as the paper's (cross-entropy),
+separates the loss from the architecture.
 """
 from __future__ import annotations
 
@@ -144,13 +134,7 @@ def _patience_stop(patience: int):
 def robustness_experiment(config: RobustnessConfig, out=None, fresh: bool = False, device="auto",
                           data=None, command: Optional[str] = None, preset: Optional[str] = None,
                           progress: bool = True, shard=None) -> Dict:
-    """Train each model once per seed (skipping those ``out`` already holds, unless ``fresh``), then summarise.
-
-    ``out``: the folder of runs, one JSON file per finished model x seed; None keeps the result in
-    memory. ``data``: x_train, y_train, x_test, y_test tensors of 28x28 digits (default:
-    ``load_dataset("mnist", config.source)``). ``shard``: train only that share of the grid
-    (``capsedu.experiments.shared.runs.Shard``).
-    """
+    """Train each model once per seed (skipping those ``out``, the folder of runs, holds), then summarise."""
     _, device, result, data = start_experiment(config, RobustnessConfig, out, fresh, device, command,
                                                preset, lambda runs: summarise(runs, config), data, progress,
                                                shard=shard)

@@ -1,17 +1,10 @@
 """Chapter 11's before/after run: the tutorial code's CapsNet against capsedu's, same data and budget.
 
-- ``MODELS``: "tutorial" (``capsedu.methods.tutorial_capsnet``: every pitfall of chapter 11, trained
-  as the tutorial code trains: normalised images, no shifts, Adam at a constant 1e-3) and "fixed"
-  (``capsedu.core.CapsNet`` trained by ``capsedu.training``: pixels in [0, 1], 2-px shifts, the
-  paper's losses, the official code's rate decay). Both see the same training digits in the same
-  batch size for the same number of epochs, from the same seeds.
-- ``TutorialConfig`` / ``PRESETS``: the settings per mode; "long" is the stored run.
-- ``tutorial_vs_fixed``: per seed and model, train and test after every epoch; each record holds the
-  test accuracy per epoch (for the tutorial also the accuracy its own code reports, which reads the
-  prediction off the decoder's mask, and how many test predictions change when the same test
-  digits are batched in another order), the indices missed at the end ("misses", for McNemar),
-  and the steps whose loss was not finite. One (model, seed) per record, written as it finishes;
-  a rerun resumes (``capsedu.experiments.shared.runs.Shard``).
+"tutorial" (``capsedu.methods.tutorial_capsnet``, every pitfall of chapter 11) trains as the tutorial
+code does: normalised images, no shifts, Adam at a constant rate; its records also hold the accuracy
+its own code reports (read off the decoder's mask), how many test predictions change when the same
+digits are batched in another order, and the steps whose loss was not finite. "fixed" is
+``capsedu.core.CapsNet`` trained by ``capsedu.training``.
 """
 from __future__ import annotations
 
@@ -133,8 +126,7 @@ def _train_fixed(model, train, sets, config: TutorialConfig, seed: int, device, 
 def tutorial_vs_fixed(config: TutorialConfig, out=None, fresh: bool = False, device="auto", data=None,
                       command: Optional[str] = None, preset: Optional[str] = None, progress: bool = True,
                       shard=None) -> Dict:
-    """Train each model once per seed (skipping those ``out`` holds, unless ``fresh``); summarise.
-    ``shard``: only that shard of the grid (``capsedu.experiments.shared.runs.Shard``)."""
+    """Train each model once per seed (skipping those ``out`` holds, unless ``fresh``); summarise."""
     _, device, result, data = start_experiment(config, TutorialConfig, out, fresh, device, command,
                                                preset, lambda runs: summarise(runs, config), data, progress,
                                                shard=shard)

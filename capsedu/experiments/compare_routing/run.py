@@ -1,20 +1,6 @@
-"""Chapter 10's comparison of routing methods on one budget.
-
-- ``METHODS``: dynamic routing, no routing (uniform coupling, one step), EM routing between
-  matrix capsules, self-attention routing (Efficient-CapsNet), and EM's fair control "em-spread"
-  (``EM_SPREAD_CONFIG``: matrix capsules on dynamic routing's conv trunk, 287,084 parameters
-  against dynamic's 279,488, trained with the spread loss as the EM paper is, with a final lambda
-  that lets the class activations reach the loss's margin); ``make_model`` builds each, ``LOSS``
-  says which loss trains it (the margin loss unless named there).
-- ``CompareConfig``: every setting in one frozen dataclass, checked on construction;
-  ``PRESETS`` holds one per mode (smoke, quick, gpu, full) and "long", the stored run.
-- ``compare_routing``: per method and seed, train with its loss and test after every epoch on
-  the sample's test digits and on an affine test set; store the indices each run gets wrong
-  on both at the last epoch ("misses", for a per-example paired test); measure the routing
-  step alone (forward, forward + backward); each finished run goes to the JSON at once, and a
-  rerun skips it (``fresh`` starts over). ``summarise`` gives mean and std over seeds.
-
-The command line (``python -m capsedu compare-routing``) is ``capsedu.experiments.shared.arguments``.
+"""Chapter 10's comparison of routing methods on one budget: every method gets the same data, epochs,
+batch and optimiser, is tested after every epoch on the test digits and an affine copy of them, and
+has its routing step timed alone (forward, forward + backward).
 """
 from __future__ import annotations
 
@@ -197,13 +183,7 @@ def compare_routing(config: CompareConfig, out=None, fresh: bool = False, device
                     command: Optional[str] = None, preset: Optional[str] = None, progress: bool = True,
                     return_models: bool = False, shard=None) -> Dict:
     """Train each method once per seed (skipping those ``out`` holds, unless ``fresh``); summarise.
-
-    ``out``: the folder of runs, one JSON file per finished method x seed; None keeps the result in
-    memory. ``data``: 28x28 digits as x_train, y_train, x_test, y_test (default:
-    ``load_dataset("mnist", config.source)``). With ``return_models`` the result also holds
-    "models": {method: model trained with the first seed} (not JSON). ``shard``: train only that
-    share of the grid (``capsedu.experiments.shared.runs.Shard``).
-    """
+    ``return_models``: also "models", {method: its model trained with the first seed}."""
     _, device, result, data = start_experiment(config, CompareConfig, out, fresh, device, command,
                                                preset, lambda runs: summarise(runs, config), data, progress,
                                                shard=shard)

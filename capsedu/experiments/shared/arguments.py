@@ -1,16 +1,10 @@
-"""The command line of the stored-run experiments of chapters 9 and 10: ``python -m capsedu
-robustness|ablation|multimnist|compare-routing|tutorial-vs-fixed``.
+"""The command line of the stored-run experiments (``python -m capsedu robustness``, ... and the options
+two-digits shares): one parser builder, no torch until a command runs, so ``--help`` stays instant.
 
-The commands take the same options, so one parser builder serves them; it imports no torch
-(``--help`` stays instant), and ``cli_main`` imports the experiment's own module (named in
-``EXPERIMENTS``) only when it runs. Every stored-run command (two-digits too) follows one resume
-rule: ``--out`` is the experiment's folder, one JSON file per finished run; rerunning the command
-skips the runs whose files hold the same settings, ``--fresh`` starts over, other settings are a
-one-line error (``capsedu.experiments.shared.runs.RunFolder``). Before any training: every number
-within its bounds, ``--device``, ``--out``, contradictory flags and the stored files.
-The grid of (model, seed) runs spreads over processes: under torchrun each process takes the runs
-i with i mod WORLD_SIZE = RANK; ``--devices cpu,cpu`` starts torchrun itself, one process per
-device; ``--shard K/N`` takes one share by hand (machines that share the folder).
+Everything is checked before any training (numbers, ``--device``, ``--out``, clashing flags, the
+stored runs: ``capsedu.experiments.shared.runs.RunFolder``). The grid of runs spreads over processes:
+under torchrun each takes the runs i with i mod WORLD_SIZE = RANK; ``--devices cpu,cpu`` starts
+torchrun itself; ``--shard K/N`` takes one share by hand (machines that share the folder).
 """
 from __future__ import annotations
 
@@ -98,9 +92,8 @@ def add_cli_arguments(parser: argparse.ArgumentParser, command: str) -> None:
 
 
 def choose_shard(args):
-    """(this process's ``Shard`` or None, its device): ``--shard``, or torchrun's RANK of WORLD_SIZE, whose
-    process LOCAL_RANK takes entry LOCAL_RANK of ``--devices`` (or ``cuda:LOCAL_RANK`` for auto on a GPU
-    machine). Flags that clash: one line."""
+    """(this process's ``Shard`` or None, its device): ``--shard``, or torchrun's RANK of WORLD_SIZE on entry
+    LOCAL_RANK of ``--devices`` (auto on a GPU machine: ``cuda:LOCAL_RANK``). Flags that clash: one line."""
     from capsedu.experiments.shared.runs import Shard
     world, rank, local = (int(os.environ.get(k, d)) for k, d in (("WORLD_SIZE", "1"), ("RANK", "0"), ("LOCAL_RANK", "0")))
     if getattr(args, "fresh", False) and args.out is None:
@@ -126,8 +119,7 @@ def choose_shard(args):
 
 
 def _launch(args) -> None:
-    """``--devices``: torchrun starts this command once per device (without ``--devices``), each process
-    taking its share of the grid; a failed process is one line."""
+    """``--devices``: torchrun starts this command (without ``--devices``) once per device."""
     from torch.distributed.run import main as torchrun
 
     from capsedu.experiments.shared.runs import clear_runs, run_folder
@@ -156,9 +148,8 @@ def _launch(args) -> None:
 
 def run_command(args, config, preset: str, run, command_name: str, indent: int = 1,
                 settings_key: str = "settings") -> int:
-    """What every experiment command does once its config is built: check ``--out`` and the stored runs
-    (before any training), take this process's share, train, and print the result as JSON (stdout carries
-    it alone). ``run(out=, fresh=, device=, command=, preset=, progress=, shard=)`` -> the result."""
+    """Check ``--out`` and its runs, take this process's share, ``run(out=, fresh=, device=, command=, preset=,
+    progress=, shard=)`` and print the result as JSON (stdout carries it alone)."""
     import json
 
     import torch
@@ -190,11 +181,7 @@ def run_command(args, config, preset: str, run, command_name: str, indent: int =
 
 
 def cli_main(args) -> int:
-    """Run the experiment ``args.experiment``; the result JSON goes to stdout, its runs to ``--out``.
-
-    Everything is checked before any training: the preset, the overrides, ``--out`` and the runs it
-    holds. A module with ``estimate_seconds(config, data, device)`` gets its estimate printed.
-    """
+    """Run the experiment ``args.experiment``; a module with ``estimate_seconds`` gets its estimate printed."""
     import dataclasses
     import importlib
 

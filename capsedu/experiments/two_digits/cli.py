@@ -1,13 +1,5 @@
-"""``python -m capsedu two-digits``: chapter 7's experiment from the command line.
-
-- ``add_cli_arguments``: its options (no torch is imported, so ``--help`` is instant).
-- ``config_from_args``: the preset named by ``--preset`` with the options' overrides, one
-  ``TwoDigitConfig``, checked before any work starts.
-- ``cli_main``: ``capsedu.experiments.shared.arguments.run_command``, as for every experiment:
-  ``--out`` checked first and resumed by the one rule (a file per finished run; an unfinished one
-  continues from its checkpoint; ``--fresh`` starts over), ``--devices``, ``--shard`` or torchrun
-  spread the grid of (model, seed) runs over processes, the JSON printed.
-"""
+"""``python -m capsedu two-digits``: chapter 7's experiment from the command line, run as every experiment
+is (``capsedu.experiments.shared.arguments.run_command``); no torch is imported, so ``--help`` is instant."""
 from __future__ import annotations
 
 from dataclasses import fields

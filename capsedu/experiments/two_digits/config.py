@@ -1,11 +1,5 @@
-"""The settings of Su Jianlin's two-digit experiment, one object (no torch needed).
-
-- ``TwoDigitConfig``: every setting of one run of the experiment, checked when it is built,
-  so a bad value fails before any training starts. The experiment (``two_digits.py``),
-  chapter 7 and ``python -m capsedu two-digits`` all take this one object.
-- ``PRESETS``: the book's settings per mode (smoke, quick, gpu, full) and ``long``, the
-  stored CPU run that chapter 7 shows beside its live preview.
-"""
+"""The settings of Su Jianlin's two-digit experiment, one object checked when it is built (no torch needed),
+so that a bad value fails before any training starts; ``PRESETS``: one per mode and "long", the stored run."""
 from __future__ import annotations
 
 import math
@@ -34,12 +28,8 @@ SU_EPOCHS = {"pooling": 20, "capsule-su": 10, "capsule-hinton": 10, "capsule-su-
 
 @dataclass(frozen=True)
 class TwoDigitConfig:
-    """One run of the two-digit experiment: train on single digits, test on pairs.
-
-    ``epochs``: one int for every model, or a mapping model -> epochs (Su: ``SU_EPOCHS``).
-    ``n_train``/``n_test``: the first N training/test digits (None: all). ``curve``: also
-    measure the pair accuracies after every epoch (the learning curve of the stored run).
-    """
+    """``epochs``: one int for every model, or model -> epochs (Su: ``SU_EPOCHS``); ``n_train``/``n_test``: the
+    first N digits (None: all); ``curve``: the pair accuracies after every epoch too (the learning curve)."""
     models: Tuple[str, ...] = tuple(MODELS)
     seeds: Tuple[int, ...] = (0, 1, 2)
     epochs: Union[int, Mapping[str, int]] = 4
