@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from types import SimpleNamespace
 from typing import Dict, List, Optional, Tuple
 
 import torch
@@ -110,9 +109,8 @@ def ablation_experiment(config: AblationConfig, out=None, fresh: bool = False, d
                                                preset, lambda runs: summarise(runs, config), data, progress,
                                                shard=shard)
     sets = _test_sets(data, config, device)
-    x_train = center_on_canvas(data.x_train[:config.n_train], config.canvas).to(device)
-    train = SimpleNamespace(x_train=x_train, y_train=data.y_train[:config.n_train].to(device),
-                            x_test=sets["clean"][0], y_test=sets["clean"][1])
+    train = (center_on_canvas(data.x_train[:config.n_train], config.canvas).to(device),
+             data.y_train[:config.n_train].to(device))
 
     for seed, name in result.todo(config.seeds, config.variants, "variant"):
         torch.manual_seed(seed)  # the same initial weights for every variant of a seed

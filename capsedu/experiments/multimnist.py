@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Dict, Optional, Tuple
 
 import torch
@@ -157,10 +156,8 @@ def multimnist_experiment(config: MultiMNISTConfig, out=None, fresh: bool = Fals
                                      torch.Generator().manual_seed(10_000 * seed + epoch), separate=True)
         torch.manual_seed(seed)
         model = build_model(config)
-        first = fresh_pairs(0)
-        train = SimpleNamespace(x_train=first[0], y_train=first[1], x_test=test_x[:1], y_test=test_t[:1])
         records, seconds = train_epochs(
-            model, train, config.epochs, seed, test, fresh_data=fresh_pairs, progress=progress,
+            model, fresh_pairs(0), config.epochs, seed, test, fresh_data=fresh_pairs, progress=progress,
             desc=f"multimnist seed {seed}", batch_size=config.batch_size, lr=config.lr, device=device,
             amp=config.amp, shift=0, loss="capsnet", recon_weight=config.recon_weight)
         record = {"seed": seed, "params": count_parameters(model), "seconds": round(seconds, 2), "epochs": records,

@@ -9,7 +9,6 @@ separates the loss from the architecture.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from types import SimpleNamespace
 from typing import Dict, List, Optional, Tuple
 
 import torch
@@ -140,13 +139,11 @@ def robustness_experiment(config: RobustnessConfig, out=None, fresh: bool = Fals
                                                shard=shard)
     sets = test_sets(data, config, device)
     strongest = f"affine@{max(config.strengths):g}"
-    train = SimpleNamespace(x_train=sets["train"][0], y_train=sets["train"][1],
-                            x_test=sets["val"][0], y_test=sets["val"][1])
     for seed, name in result.todo(config.seeds, config.models):
         torch.manual_seed(seed)  # the initial weights
         model = make_model(name, config)
         records, seconds = train_epochs(
-            model, train, config.max_epochs, seed, _tester(sets, strongest), _patience_stop(config.patience),
+            model, sets["train"], config.max_epochs, seed, _tester(sets, strongest), _patience_stop(config.patience),
             progress=progress, desc=f"{name} seed {seed}", batch_size=config.batch_size, lr=config.lr,
             device=device, amp=config.amp, shift=config.max_shift,
             loss=MODEL_LOSS[name], recon_weight=config.recon_weight)

@@ -8,10 +8,8 @@ digits are batched in another order, and the steps whose loss was not finite. "f
 """
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass
-from types import SimpleNamespace
 from typing import Dict, List, Optional, Tuple
 
 import torch
@@ -80,17 +78,17 @@ def _train_tutorial(model, train, sets, config: TutorialConfig, seed: int, devic
     """The tutorial code's loop: shuffled batches of normalised digits, Adam at a constant rate."""
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
     generator = torch.Generator().manual_seed(seed)
-    x_test, y_test = sets
-    n, records, non_finite, t0 = len(train.x_train), [], [], time.perf_counter()
+    (x_train, y_train), (x_test, y_test) = train, sets
+    n, records, non_finite, t0 = len(x_train), [], [], time.perf_counter()
     step = 0
     for epoch in tqdm(range(1, config.epochs + 1), desc=desc, unit="epoch", disable=not progress, leave=False):
         e0, loss_sum = time.perf_counter(), 0.0
         order = torch.randperm(n, generator=generator).to(device)
         for i in range(0, n, config.batch_size):
             j = order[i:i + config.batch_size]
-            xb = _normalise(train.x_train[j])
+            xb = _normalise(x_train[j])
             v, rec, _ = model(xb)
-            loss = tutorial_loss(v, rec, xb, train.y_train[j])
+            loss = tutorial_loss(v, rec, xb, y_train[j])
             step += 1
             if not torch.isfinite(loss):
                 non_finite.append(step)
@@ -110,17 +108,15 @@ def _train_tutorial(model, train, sets, config: TutorialConfig, seed: int, devic
 
 
 def _train_fixed(model, train, sets, config: TutorialConfig, seed: int, device, progress: bool, desc: str):
-    x_test, y_test = sets
     missed = {}
 
     def test(m):
-        accuracy, misses, _ = scored(m, {"test": (x_test, y_test)})
+        accuracy, misses, _ = scored(m, {"test": sets})
         missed.update(misses)
         return accuracy
     records, seconds = train_epochs(model, train, config.epochs, seed, test, progress=progress, desc=desc,
                                     batch_size=config.batch_size, lr=config.lr, device=device, amp="off")
-    steps = config.epochs * math.ceil(len(train.x_train) / config.batch_size)
-    return records, missed["test"], {"steps": steps}, seconds
+    return records, missed["test"], {"steps": records[-1]["steps"]}, seconds
 
 
 def tutorial_vs_fixed(config: TutorialConfig, out=None, fresh: bool = False, device="auto", data=None,
@@ -131,8 +127,7 @@ def tutorial_vs_fixed(config: TutorialConfig, out=None, fresh: bool = False, dev
                                                preset, lambda runs: summarise(runs, config), data, progress,
                                                shard=shard)
     x_test, y_test = data.x_test[:config.n_test].to(device), data.y_test[:config.n_test].to(device)
-    train = SimpleNamespace(x_train=data.x_train[:config.n_train].to(device),
-                            y_train=data.y_train[:config.n_train].to(device), x_test=x_test, y_test=y_test)
+    train = data.x_train[:config.n_train].to(device), data.y_train[:config.n_train].to(device)
     for seed, name in result.todo(config.seeds, config.models):
         torch.manual_seed(seed)   # the initial weights
         model = (TutorialCapsNet() if name == "tutorial" else CapsNet()).to(device)

@@ -5,7 +5,6 @@ has its routing step timed alone (forward, forward + backward).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from types import SimpleNamespace
 from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
@@ -188,9 +187,7 @@ def compare_routing(config: CompareConfig, out=None, fresh: bool = False, device
                                                preset, lambda runs: summarise(runs, config), data, progress,
                                                shard=shard)
     sets = test_sets(data, config, device)
-    train = SimpleNamespace(x_train=data.x_train[:config.n_train].to(device),
-                            y_train=data.y_train[:config.n_train].to(device), x_test=sets["test"][0],
-                            y_test=sets["test"][1])
+    train = data.x_train[:config.n_train].to(device), data.y_train[:config.n_train].to(device)
     cost_x = sets["test"][0][:config.batch_size]
     models = {}
     for seed, name in result.todo(config.seeds, config.methods, "method"):

@@ -17,7 +17,7 @@ import sys
 from capsedu import PRESET_NAMES, current_mode
 from capsedu.runtime.arguments import epochs_int, seed_int, threads_int
 
-__all__ = ["EXPERIMENTS", "add_fresh_argument", "add_grid_arguments", "add_run_arguments", "add_cli_arguments",
+__all__ = ["EXPERIMENTS", "add_fresh_argument", "add_run_arguments", "add_cli_arguments",
            "choose_shard", "run_command", "cli_main"]
 
 # command -> (module, runner, config field that --epochs sets, what one run is, one-line description)
@@ -56,17 +56,8 @@ def _devices(text: str):
     return entries
 
 
-def add_grid_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--devices`` and ``--shard``: every stored-run command with a grid of (model, seed) runs."""
-    parser.add_argument("--devices", type=_devices, default=None, help="spread the grid of runs over these "
-                        "devices, one process each, started by torchrun (a comma list: cpu,cpu or cuda:0,cuda:1; "
-                        "needs --out)")
-    parser.add_argument("--shard", type=_shard, default=None, help="train only the runs i with i mod N = K "
-                        "(machines that share the --out folder; under torchrun each process takes its RANK)")
-
-
 def add_run_arguments(parser: argparse.ArgumentParser, presets, unit: str, epochs_help: str) -> None:
-    """The options every stored-run command of chapters 9 and 10 shares."""
+    """The options every stored-run command shares (two-digits too)."""
     parser.add_argument("--preset", choices=presets, default=None,
                         help="settings: smoke (seconds), quick (the book's preview), long (the stored "
                         "run on a 2-core CPU), gpu, full (default: $CAPSEDU_MODE, else gpu on a GPU, quick on a CPU)")
@@ -78,16 +69,17 @@ def add_run_arguments(parser: argparse.ArgumentParser, presets, unit: str, epoch
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
     parser.add_argument("--threads", type=threads_int, default=2, help="CPU threads for torch")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
-    add_grid_arguments(parser)
+    parser.add_argument("--devices", type=_devices, default=None, help="spread the grid of runs over these "
+                        "devices, one process each, started by torchrun (a comma list: cpu,cpu or cuda:0,cuda:1; "
+                        "needs --out)")
+    parser.add_argument("--shard", type=_shard, default=None, help="train only the runs i with i mod N = K "
+                        "(machines that share the --out folder; under torchrun each process takes its RANK)")
 
 
 def add_cli_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     """The options of one of ``EXPERIMENTS``' commands."""
-    if command not in EXPERIMENTS:
-        raise ValueError(f"unknown experiment {command!r}; expected one of {tuple(EXPERIMENTS)}")
-    epochs = "override the preset's (maximum) epochs" if EXPERIMENTS[command][2] == "max_epochs" else \
-        "override the preset's epochs"
-    add_run_arguments(parser, PRESET_NAMES, EXPERIMENTS[command][3], epochs)
+    maximum = " (maximum)" if EXPERIMENTS[command][2] == "max_epochs" else ""
+    add_run_arguments(parser, PRESET_NAMES, EXPERIMENTS[command][3], f"override the preset's{maximum} epochs")
     parser.set_defaults(experiment=command)
 
 

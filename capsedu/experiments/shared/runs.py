@@ -15,6 +15,7 @@ import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
@@ -213,14 +214,16 @@ def scored(model, sets: Dict[str, Tuple[torch.Tensor, torch.Tensor]]):
     return accuracy, misses, predictions
 
 
-def train_epochs(model, data, epochs: int, seed: int, test: Callable[[torch.nn.Module], Dict],
+def train_epochs(model, train: Tuple[torch.Tensor, torch.Tensor], epochs: int, seed: int, test: Callable[[torch.nn.Module], Dict],
                  stop: Optional[Callable[[List[Dict]], bool]] = None,
                  fresh_data: Optional[Callable[[int], Tuple[torch.Tensor, torch.Tensor]]] = None,
                  progress: bool = True, desc: str = "train", **fit_options) -> Tuple[List[Dict], float]:
-    """Train as ``fit`` does, with ``test(model)``'s numbers in each epoch's record: (records, seconds).
-    ``stop(records)`` True ends training; ``fresh_data(epoch)`` -> (x_train, y_train) replaces the training set."""
+    """Train on ``train`` (images, labels) as ``fit`` does, with ``test(model)``'s numbers in each epoch's record:
+    (records, seconds). ``stop(records)`` True ends training; ``fresh_data(epoch)`` replaces ``train``."""
     t0 = time.perf_counter()
-    run = start_run(model, data, epochs=epochs, seed=seed, **fit_options)
+    x, y = train  # fit's test split goes unused: ``test`` does the testing
+    run = start_run(model, SimpleNamespace(x_train=x, y_train=y, x_test=x[:1], y_test=y[:1]), epochs=epochs,
+                    seed=seed, **fit_options)
     records = []
     for epoch in tqdm(range(1, epochs + 1), desc=desc, unit="epoch", disable=not progress, leave=False):
         if fresh_data is not None:
