@@ -105,9 +105,8 @@ def ablation_experiment(config: AblationConfig, out=None, fresh: bool = False, d
                         command: Optional[str] = None, preset: Optional[str] = None, progress: bool = True,
                         shard=None) -> Dict:
     """Train every variant once per seed (skipping finished ones, unless ``fresh``); test after the last epoch."""
-    _, device, result, data = start_experiment(config, AblationConfig, out, fresh, device, command,
-                                               preset, lambda runs: summarise(runs, config), data, progress,
-                                               shard=shard)
+    _, device, result, data = start_experiment(config, AblationConfig, summarise, out, fresh, device, command,
+                                               preset, data, progress, shard)
     sets = _test_sets(data, config, device)
     train = (center_on_canvas(data.x_train[:config.n_train], config.canvas).to(device),
              data.y_train[:config.n_train].to(device))

@@ -129,8 +129,8 @@ def multimnist_experiment(config: MultiMNISTConfig, out=None, fresh: bool = Fals
     """Train one PairCapsNet per seed (skipping finished seeds, unless ``fresh``); top-2 accuracy after each epoch.
     With ``out`` and ``config.save_weights``, each seed's fp16 weights go beside its run, their sha256 in it.
     ``return_model``: also "model", the last one trained, and "test" (the test pairs and targets)."""
-    path, device, result, data = start_experiment(config, MultiMNISTConfig, out, fresh, device,
-                                                  command, preset, summarise, data, progress, shard=shard)
+    path, device, result, data = start_experiment(config, MultiMNISTConfig, summarise, out, fresh, device,
+                                                  command, preset, data, progress, shard)
     todo = [seed for seed, _ in result.todo(config.seeds)]
     x_digits, y_digits = data.x_train[:config.n_train], data.y_train[:config.n_train]
     test_x, test_t = overlapping_pairs(data.x_test[:config.n_test], data.y_test[:config.n_test], config.n_test_pairs,

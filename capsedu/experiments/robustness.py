@@ -134,9 +134,8 @@ def robustness_experiment(config: RobustnessConfig, out=None, fresh: bool = Fals
                           data=None, command: Optional[str] = None, preset: Optional[str] = None,
                           progress: bool = True, shard=None) -> Dict:
     """Train each model once per seed (skipping those ``out``, the folder of runs, holds), then summarise."""
-    _, device, result, data = start_experiment(config, RobustnessConfig, out, fresh, device, command,
-                                               preset, lambda runs: summarise(runs, config), data, progress,
-                                               shard=shard)
+    _, device, result, data = start_experiment(config, RobustnessConfig, summarise, out, fresh, device, command,
+                                               preset, data, progress, shard)
     sets = test_sets(data, config, device)
     strongest = f"affine@{max(config.strengths):g}"
     for seed, name in result.todo(config.seeds, config.models):

@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 from capsedu.core.capsnet import CapsNet
 from capsedu.core.params import count_parameters
 from capsedu.runtime.arguments import check_config
-from capsedu.experiments.shared.runs import scored, spread_table, start_experiment, train_epochs
+from capsedu.experiments.shared.runs import Tester, spread_table, start_experiment, train_epochs
 from capsedu.methods.tutorial_capsnet import MNIST_MEAN, MNIST_STD, TUTORIAL_TRAINING, TutorialCapsNet, tutorial_loss
 
 __all__ = ["MODELS", "TutorialConfig", "PRESETS", "tutorial_vs_fixed", "summarise"]
@@ -108,24 +108,18 @@ def _train_tutorial(model, train, sets, config: TutorialConfig, seed: int, devic
 
 
 def _train_fixed(model, train, sets, config: TutorialConfig, seed: int, device, progress: bool, desc: str):
-    missed = {}
-
-    def test(m):
-        accuracy, misses, _ = scored(m, {"test": sets})
-        missed.update(misses)
-        return accuracy
-    records, seconds = train_epochs(model, train, config.epochs, seed, test, progress=progress, desc=desc,
+    tester = Tester({"test": sets})
+    records, seconds = train_epochs(model, train, config.epochs, seed, tester, progress=progress, desc=desc,
                                     batch_size=config.batch_size, lr=config.lr, device=device, amp="off")
-    return records, missed["test"], {"steps": records[-1]["steps"]}, seconds
+    return records, tester.misses["test"], {"steps": records[-1]["steps"]}, seconds
 
 
 def tutorial_vs_fixed(config: TutorialConfig, out=None, fresh: bool = False, device="auto", data=None,
                       command: Optional[str] = None, preset: Optional[str] = None, progress: bool = True,
                       shard=None) -> Dict:
     """Train each model once per seed (skipping those ``out`` holds, unless ``fresh``); summarise."""
-    _, device, result, data = start_experiment(config, TutorialConfig, out, fresh, device, command,
-                                               preset, lambda runs: summarise(runs, config), data, progress,
-                                               shard=shard)
+    _, device, result, data = start_experiment(config, TutorialConfig, summarise, out, fresh, device, command,
+                                               preset, data, progress, shard)
     x_test, y_test = data.x_test[:config.n_test].to(device), data.y_test[:config.n_test].to(device)
     train = data.x_train[:config.n_train].to(device), data.y_train[:config.n_train].to(device)
     for seed, name in result.todo(config.seeds, config.models):

@@ -15,7 +15,7 @@ from capsedu.core.params import count_parameters
 from capsedu.core.routing import dynamic_routing
 from capsedu.data.transforms import affine_test_set
 from capsedu.runtime.arguments import check_config
-from capsedu.experiments.shared.runs import scored, spread_table, start_experiment, train_epochs
+from capsedu.experiments.shared.runs import Tester, spread_table, start_experiment, train_epochs
 from capsedu.methods.attention import self_attention_routing
 from capsedu.methods.efficient_capsnet import EfficientCapsNet
 from capsedu.methods.matrix_capsnet import MatrixCapsNet, MatrixCapsNetConfig
@@ -115,9 +115,8 @@ def routing_step(name: str, model: torch.nn.Module, x: torch.Tensor) -> Callable
 
 
 def _per_call_seconds(fn: Callable[[], object], repeats: int, device) -> float:
-    """The fastest of ``repeats`` rounds, each the mean time of enough calls of ``fn`` to fill ~50 ms.
-    A sub-millisecond step timed one call at a time measures the scheduler, not the step; and on a
-    shared machine the other programs only ever add time, so the fastest round is the best estimate."""
+    """Per call, the fastest of ``repeats`` rounds of ~50 ms of calls: a sub-millisecond step timed one call at
+    a time measures the scheduler, and on a shared machine other programs only ever add time."""
     once = min(median_seconds(fn, 1, warmup=0, device=device) for _ in range(3))   # the first is a warm-up
     calls = max(1, min(1000, int(0.05 / max(once, 1e-6))))
 
@@ -128,11 +127,8 @@ def _per_call_seconds(fn: Callable[[], object], repeats: int, device) -> float:
 
 
 def routing_cost(name: str, model: torch.nn.Module, x: torch.Tensor, repeats: int) -> Dict[str, float]:
-    """Milliseconds of the routing step alone at batch len(x): forward, and forward + backward.
-
-    On a CPU it is timed on one thread (restored afterwards): the routing steps are small, and on
-    a shared machine a second thread mostly adds waiting for it (the median of a sub-millisecond
-    step on two busy threads came out a hundred times its one-thread time)."""
+    """Milliseconds of the routing step alone at batch len(x), forward and forward + backward; on a CPU on one
+    thread, since a second one on a shared machine mostly adds waiting (100x the one-thread time, once)."""
     step = routing_step(name, model, x)
 
     def both():
@@ -149,10 +145,8 @@ def routing_cost(name: str, model: torch.nn.Module, x: torch.Tensor, repeats: in
 
 
 def estimate_seconds(config: CompareConfig, data, device="auto") -> Dict[str, float]:
-    """Seconds each method's training should take under ``config`` on this device (all seeds):
-    ``capsedu.speed.bench.estimate_fit_seconds`` of a fresh model with the margin loss (it times no
-    other; the spread loss costs the same, both a few operations on the scores), testing the test
-    digits and their affine copies after every epoch."""
+    """Seconds each method's training should take on this device, all seeds (``capsedu.speed.bench.estimate_fit_seconds``
+    with the margin loss, which costs what the spread loss does)."""
     n_test = 2 * len(data.x_test[:config.n_test])                    # the test digits and their affine copies
     return {name: len(config.seeds) * estimate_fit_seconds(make_model(name), data, config.epochs, config.batch_size,
                                                            device, amp="off", loss="margin", n_train=config.n_train,
@@ -167,25 +161,13 @@ def test_sets(data, config: CompareConfig, device) -> Dict[str, Tuple[torch.Tens
     return {"test": (x.to(device), y.to(device)), "affine": (affine[0].to(device), affine[1].to(device))}
 
 
-class _Tester:
-    """``tester(model)`` -> the accuracy on each set; then ``misses``: that call's sorted indices missed, per set."""
-
-    def __init__(self, sets):
-        self.sets, self.misses = sets, None
-
-    def __call__(self, model) -> Dict[str, float]:
-        accuracy, self.misses, _ = scored(model, self.sets)
-        return accuracy
-
-
 def compare_routing(config: CompareConfig, out=None, fresh: bool = False, device="auto", data=None,
                     command: Optional[str] = None, preset: Optional[str] = None, progress: bool = True,
                     return_models: bool = False, shard=None) -> Dict:
     """Train each method once per seed (skipping those ``out`` holds, unless ``fresh``); summarise.
     ``return_models``: also "models", {method: its model trained with the first seed}."""
-    _, device, result, data = start_experiment(config, CompareConfig, out, fresh, device, command,
-                                               preset, lambda runs: summarise(runs, config), data, progress,
-                                               shard=shard)
+    _, device, result, data = start_experiment(config, CompareConfig, summarise, out, fresh, device, command,
+                                               preset, data, progress, shard)
     sets = test_sets(data, config, device)
     train = data.x_train[:config.n_train].to(device), data.y_train[:config.n_train].to(device)
     cost_x = sets["test"][0][:config.batch_size]
@@ -193,7 +175,7 @@ def compare_routing(config: CompareConfig, out=None, fresh: bool = False, device
     for seed, name in result.todo(config.seeds, config.methods, "method"):
         torch.manual_seed(seed)  # the initial weights
         model = make_model(name)
-        tester = _Tester(sets)
+        tester = Tester(sets)
         records, seconds = train_epochs(model, train, config.epochs, seed, tester, progress=progress,
                                         desc=f"{name} seed {seed}", batch_size=config.batch_size, lr=config.lr,
                                         lr_schedule="constant", device=device, amp=config.amp,

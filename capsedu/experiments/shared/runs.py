@@ -31,7 +31,7 @@ from capsedu.training.loop import epoch_record, start_run, train_epoch
 
 __all__ = ["settings", "Shard", "run_folder", "clear_runs", "start_experiment", "RunFolder", "config_from_settings",
            "stored_or_preview",
-           "spread", "spread_table", "scored", "train_epochs"]
+           "spread", "spread_table", "scored", "Tester", "train_epochs"]
 
 # a stored folder's first word -> (the experiment's module, its config class): what summarises its runs
 STORED = {"ablation": ("ablation", "AblationConfig"), "robustness": ("robustness", "RobustnessConfig"),
@@ -77,11 +77,11 @@ def clear_runs(folder: Path) -> None:
         path.unlink()
 
 
-def start_experiment(config, kind: type, out, fresh: bool, device, command: Optional[str], preset: Optional[str],
-                     summarise: Optional[Callable], data=None, progress: bool = True, settings_key: str = "settings",
-                     summary_key: str = "summary", shard: Optional[Shard] = None):
+def start_experiment(config, kind: type, summarise: Callable, out, fresh: bool, device, command: Optional[str],
+                     preset: Optional[str], data=None, progress: bool = True, shard: Optional[Shard] = None,
+                     settings_key: str = "settings", summary_key: str = "summary"):
     """(folder or None, device, ``RunFolder``, data), ``out`` and its runs checked before any training; the
-    keys name the settings and the summary in the result (two-digits: "config" and "table")."""
+    summary is ``summarise(runs, config)``, the keys name it and the settings (two-digits: "table", "config")."""
     if not isinstance(config, kind):
         article = "an" if kind.__name__[0] in "AEIOU" else "a"
         raise TypeError(f"config must be {article} {kind.__name__}, got {type(config).__name__}")
@@ -89,7 +89,7 @@ def start_experiment(config, kind: type, out, fresh: bool, device, command: Opti
     device = resolve_device(device)
     header = {**results.provenance(command, str(device)), "device": str(device), "preset": preset,
               settings_key: settings(config)}
-    runs = RunFolder(folder, header, fresh, summarise, settings_key, summary_key, shard)
+    runs = RunFolder(folder, header, fresh, lambda done: summarise(done, config), settings_key, summary_key, shard)
     if data is None:
         data = load_dataset("mnist", config.source, device="cpu", verbose=progress)
     return folder, device, runs, data
@@ -212,6 +212,17 @@ def scored(model, sets: Dict[str, Tuple[torch.Tensor, torch.Tensor]]):
         accuracy[name] = right.float().mean().item()
         misses[name] = (~right).nonzero().flatten().tolist()             # ascending
     return accuracy, misses, predictions
+
+
+class Tester:
+    """``tester(model)`` -> ``scored``'s accuracies (a ``train_epochs`` test); then ``misses``: that call's."""
+
+    def __init__(self, sets):
+        self.sets, self.misses = sets, {}
+
+    def __call__(self, model) -> Dict[str, float]:
+        accuracy, self.misses, _ = scored(model, self.sets)
+        return accuracy
 
 
 def train_epochs(model, train: Tuple[torch.Tensor, torch.Tensor], epochs: int, seed: int, test: Callable[[torch.nn.Module], Dict],

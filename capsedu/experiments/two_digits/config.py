@@ -69,8 +69,7 @@ class TwoDigitConfig:
 
     def as_dict(self) -> Dict:
         """Plain JSON types (lists, not tuples), as stored in a result."""
-        d = asdict(self)
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "TwoDigitConfig":

@@ -31,7 +31,6 @@ __all__ = ["pair_metrics", "misses", "make_model", "two_digit_test_set",
 CONFIDENCE = 0.5
 
 
-# ---------------------------------------------------------------- the metric
 def pair_metrics(scores: torch.Tensor, targets: torch.Tensor) -> Dict[str, float]:
     """Su's two accuracies, "top2" and "top2_conf" (2nd score also > 0.5), and "ties": the share of
     images whose weaker true class ties with the strongest false one (counted as misses here)."""
@@ -65,7 +64,6 @@ def two_digit_test_set(x: torch.Tensor, y: torch.Tensor, n: int, layout: str, se
     return two_digit_pairs(x, y, n, layout, generator=generator)       # (n, 1, 56, 28) or (n, 1, 28, 56)
 
 
-# ---------------------------------------------------------------- the experiment
 def _check_data(data):
     for split in ("train", "test"):
         x, y = getattr(data, "x_" + split, None), getattr(data, "y_" + split, None)
@@ -93,9 +91,8 @@ def two_digit_experiment(data, config: TwoDigitConfig, out=None, fresh: bool = F
                          return_models: bool = False, shard=None) -> Dict:
     """Train each model once per seed on single digits as Su's script does (Adam, the margin loss); test on
     single digits and on pairs drawn once (``pair_seed``). ``return_models`` adds "trained": {model: [models]}."""
-    _, device, result, _ = start_experiment(config, TwoDigitConfig, out, fresh, device, command, preset,
-                                            lambda runs: summarise(runs, config), data, progress,
-                                            settings_key="config", summary_key="table", shard=shard)
+    _, device, result, _ = start_experiment(config, TwoDigitConfig, summarise, out, fresh, device, command, preset,
+                                            data, progress, shard, settings_key="config", summary_key="table")
     _check_data(data)
     amp = resolve_amp(config.amp, device)
     x_train, y_train = data.x_train[:config.n_train].to(device), data.y_train[:config.n_train].to(device)
@@ -153,15 +150,12 @@ def estimate_seconds(config: TwoDigitConfig, data, device="auto") -> float:
                                 device, amp="off", loss="margin", n_train=config.n_train, test_images=n_test)
 
 
-def _fields(layouts) -> List[str]:
-    return ["single_acc"] + [f"{lay}_{m}" for lay in layouts for m in ("top2", "top2_conf", "ties")]
-
-
 def summarise(runs: List[Dict], config: TwoDigitConfig) -> List[Dict]:
     """One row per model with finished runs: mean and std over its seeds."""
     def head(name, mine):
         return {"model": name, "head": MODELS[name], "params": mine[0]["params"], "seeds": len(mine)}
-    return spread_table(runs, "model", config.models, _fields(config.layouts), head)
+    fields = ["single_acc"] + [f"{lay}_{m}" for lay in config.layouts for m in ("top2", "top2_conf", "ties")]
+    return spread_table(runs, "model", config.models, fields, head)
 
 
 def format_table(result: Dict, digits: int = 3, html: bool = False) -> str:
@@ -169,12 +163,9 @@ def format_table(result: Dict, digits: int = 3, html: bool = False) -> str:
     layouts = result["config"]["layouts"]
     heads = ["model", "params", "seeds", "single digit"] + [f"{lay} {m}" for lay in layouts
                                                            for m in ("top-2", "top-2 > 0.5")]
-    rows = []
-    for row in result["table"]:
-        cells = [row["model"], f"{row['params']:,}", row["seeds"]]
-        for f in ["single_acc"] + [f"{lay}_{m}" for lay in layouts for m in ("top2", "top2_conf")]:
-            cells.append(mean_std(row[f], row[f + "_std"], digits))
-        rows.append(cells)
+    fields = ["single_acc"] + [f"{lay}_{m}" for lay in layouts for m in ("top2", "top2_conf")]
+    rows = [[r["model"], f"{r['params']:,}", r["seeds"], *(mean_std(r[f], r[f + "_std"], digits) for f in fields)]
+            for r in result["table"]]
     return render_table(heads, rows, html)
 
 
