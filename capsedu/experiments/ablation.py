@@ -2,9 +2,7 @@
 
 Every variant x seed trains on one budget and is tested once, after its last epoch (nothing is
 chosen on the test set). 1 routing iteration is no routing (every coupling stays uniform);
-"-detach" stops the gradients through the inner iterations. The stored run ("long") is on the
-paper's setting for Table 1, 28x28 digits shifted by up to 2 pixels; the other presets keep
-experiment 1's 40x40 canvas.
+"-detach" stops the gradients through the inner iterations.
 """
 from __future__ import annotations
 
@@ -72,8 +70,7 @@ PRESETS = {
     # the chapter's live preview (about 25 s on a 2-core CPU): routing or not, one seed, a small CapsNet
     "quick": AblationConfig(variants=("r1+recon", "r3+recon"), seeds=(0,), epochs=3, batch_size=16, n_train=3000,
                             n_test=300, capsnet_conv=16, capsnet_types=4, capsnet_decoder=(256, 512)),
-    # the stored run on a 2-core CPU, on the paper's setting for Table 1 (28x28, shifts of up to 2 pixels):
-    # a CapsNet of a quarter of the paper's width, all 9,000 sample digits, 3 seeds
+    # the stored run on a 2-core CPU, on the paper's setting for Table 1 (the other presets: experiment 1's canvas)
     "long": AblationConfig(epochs=4, canvas=28, max_shift=2, capsnet_conv=64, capsnet_types=8),
     "gpu": AblationConfig(epochs=10, batch_size=128),
     "full": AblationConfig(epochs=30, batch_size=128, source="auto"),

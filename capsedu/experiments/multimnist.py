@@ -1,11 +1,10 @@
 """Experiment 3 of chapter 9, overlapping digits taken apart (the paper's MultiMNIST): top-2 accuracy
 on pairs of test digits, after training on pairs drawn afresh every epoch.
 
-The pairs (``capsedu.data.pairs.overlapping_pairs(..., separate=True)``) have three channels: the
-overlay, then the lower-class and the higher-class digit alone. ``fit``'s reconstruction loss
-compares the decoder's output with the model's input, so ``PairCapsNet`` reads channel 0 and
-returns it unchanged beside one reconstruction per true digit (from that digit's capsule alone):
-the loss is then exactly the paper's, the sum of the two digits' errors.
+The pairs have three channels: the overlay, then the lower-class and the higher-class digit alone.
+``fit``'s reconstruction loss compares the decoder's output with the model's input, so ``PairCapsNet``
+reads channel 0 and returns it unchanged beside one reconstruction per true digit, from that digit's
+capsule alone: the loss is then exactly the paper's, the sum of the two digits' errors.
 """
 from __future__ import annotations
 
@@ -55,12 +54,10 @@ class PairCapsNet(nn.Module):
         overlay = x[:, :1]                                               # (B, 1, H, W)
         digit = self.capsnet.capsules(overlay)                           # (B, 10, 16)
         lengths = safe_norm(digit, dim=-1)                               # (B, 10)
-        if labels is None:  # inference: the two longest capsules, lower class first
-            classes = lengths.topk(2, dim=1).indices.sort(dim=1).values  # (B, 2)
-        else:               # training: the two true classes, lower first (the order of x's channels)
-            if labels.dim() != 2 or not labels.is_floating_point():
-                raise ValueError("PairCapsNet trains on multi-hot float labels (B, 10) with two ones per row")
-            classes = labels.topk(2, dim=1).indices.sort(dim=1).values   # (B, 2)
+        if labels is not None and (labels.dim() != 2 or not labels.is_floating_point()):
+            raise ValueError("PairCapsNet trains on multi-hot float labels (B, 10) with two ones per row")
+        # inference: the two longest capsules; training: the two true classes; lower first (as x's channels)
+        classes = (lengths if labels is None else labels).topk(2, dim=1).indices.sort(dim=1).values  # (B, 2)
         recon = self._decode(digit, classes)                             # (B, 2, H, W)
         return digit, lengths, torch.cat([overlay.detach(), recon], dim=1)  # (B, 3, H, W)
 
@@ -127,7 +124,6 @@ def multimnist_experiment(config: MultiMNISTConfig, out=None, fresh: bool = Fals
                           command: Optional[str] = None, preset: Optional[str] = None, progress: bool = True,
                           return_model: bool = False, shard=None) -> Dict:
     """Train one PairCapsNet per seed (skipping finished seeds, unless ``fresh``); top-2 accuracy after each epoch.
-    With ``out`` and ``config.save_weights``, each seed's fp16 weights go beside its run, their sha256 in it.
     ``return_model``: also "model", the last one trained, and "test" (the test pairs and targets)."""
     path, device, result, data = start_experiment(config, MultiMNISTConfig, summarise, out, fresh, device,
                                                   command, preset, data, progress, shard)
@@ -203,8 +199,7 @@ def _save_weights(model: nn.Module, path: Path) -> Dict:
 
 
 def load_model(result: Dict, folder=None, seed: Optional[int] = None) -> PairCapsNet:
-    """The stored model of ``result`` (the multimnist runs) from ``folder`` (default: the stored runs'
-    ``multimnist/``), sha256-checked, in float32."""
+    """The stored model of ``result`` from ``folder`` (default: the stored runs'), sha256-checked, in float32."""
     if folder is None:
         folder = results_dir() / "multimnist"
     record = next((r for r in result["runs"] if seed is None or r["seed"] == seed), None)

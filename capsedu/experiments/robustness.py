@@ -1,10 +1,9 @@
 """Experiment 1 of chapter 9, robustness to affine transformations (the paper's affNIST test).
 
-Each model trains on shifted digits and is tested after every epoch; ``summarise`` then picks each
-model's epoch on the validation split only, so that all are compared *matched on clean accuracy*.
-"cnn" is Gu, Tresp & Hu (CVPR 2021)'s "enhanced" ConvNet (sigmoid scores, margin loss: it differs
-from CapsNet in architecture only); "cnn-ce", the same CNN trained as the paper's (cross-entropy),
-separates the loss from the architecture.
+Each model is tested after every epoch; ``summarise`` picks each model's epoch on the validation split
+only, so that all are compared *matched on clean accuracy*. "cnn" is Gu, Tresp & Hu (CVPR 2021)'s
+"enhanced" ConvNet (sigmoid scores, margin loss: it differs from CapsNet in architecture only);
+"cnn-ce", the same CNN trained as the paper's (cross-entropy), separates the loss from the architecture.
 """
 from __future__ import annotations
 
@@ -82,8 +81,7 @@ PRESETS = {
 
 
 def make_model(name: str, config: RobustnessConfig) -> torch.nn.Module:
-    """The CNN baseline for the config's canvas: sigmoid scores ("cnn", Gu et al.'s enhanced ConvNet,
-    margin loss) or logits ("cnn-ce", the paper's, cross-entropy), the same weights from one seed; or CapsNet."""
+    """One of ``MODELS`` for the config's canvas ("cnn" and "cnn-ce": the same weights from one seed)."""
     if name in ("cnn", "cnn-ce"):
         return BaselineCNN(BaselineConfig.affnist(config.canvas, channels=config.cnn_channels,
                                                   hidden=config.cnn_hidden, dropout=config.cnn_dropout,
@@ -113,8 +111,7 @@ def test_sets(data, config: RobustnessConfig, device) -> Dict[str, Tuple[torch.T
 
 
 def _tester(sets, strongest: str):
-    """test(model) -> accuracies on every set but train, "misses" (set -> sorted indices) and "wrong":
-    [index, prediction] of each miss at the strongest affine set."""
+    """test(model) -> accuracies on all sets but train, "misses" and "wrong": [index, prediction] at ``strongest``."""
     tests = {k: v for k, v in sets.items() if k != "train"}
 
     def test(model) -> Dict:
@@ -151,30 +148,22 @@ def robustness_experiment(config: RobustnessConfig, out=None, fresh: bool = Fals
     return result.finish()
 
 
-def _pick(records: List[Dict], target: Optional[float] = None) -> Dict:
-    """The first epoch whose validation accuracy reaches ``target`` (None: the best one)."""
-    if target is None:
-        return max(records, key=lambda r: r["val"])
-    return next(r for r in records if r["val"] >= target)
-
-
 def _matched(runs: List[Dict], models, seeds) -> Dict[str, List[Dict]]:
-    """model -> per finished seed, its epoch record at the first epoch whose validation accuracy reaches
-    the lowest of the models' best validation accuracies (so all are matched on clean accuracy)."""
+    """model -> per seed every model finished, its first epoch reaching the lowest of their best val accuracies."""
     chosen = {m: [] for m in models}
     for seed in seeds:
         per_model = {r["model"]: r for r in runs if r["seed"] == seed and r["model"] in chosen}
         if set(per_model) != set(models):
             continue  # a seed still running: left out of the summary
         target = min(max(e["val"] for e in r["epochs"]) for r in per_model.values())
-        for m, r in per_model.items():
-            chosen[m].append({"seed": seed, "best": _pick(r["epochs"]), **_pick(r["epochs"], target)})
+        for m, r in per_model.items():  # max: the first best epoch
+            best = max(r["epochs"], key=lambda e: e["val"])
+            chosen[m].append({"seed": seed, "best": best, **next(e for e in r["epochs"] if e["val"] >= target)})
     return chosen
 
 
 def matched_runs(result: Dict) -> List[Dict]:
-    """One record per model x seed of a stored run (its "runs" and "settings"): model, seed, params and
-    the matched epoch's record (accuracies per set, and "misses" where the run stored them)."""
+    """One record per model x seed of a stored run: model, params and the matched epoch's record (misses too)."""
     settings = result["settings"]
     chosen = _matched(result["runs"], settings["models"], settings["seeds"])
     params = {r["model"]: r["params"] for r in result["runs"]}
@@ -183,8 +172,7 @@ def matched_runs(result: Dict) -> List[Dict]:
 
 
 def summarise(runs: List[Dict], config: RobustnessConfig) -> Dict:
-    """Per seed, each model at the first epoch whose validation accuracy reaches the lowest of all
-    the models' best (matched on clean accuracy); mean and std over seeds; failure examples."""
+    """The models matched on clean accuracy (``_matched``): mean and std over seeds; failure examples."""
     keys = ["val", "clean"] + [f"affine@{s:g}" for s in config.strengths]
     chosen = _matched(runs, config.models, config.seeds)
     params = {r["model"]: r["params"] for r in runs}

@@ -1,7 +1,5 @@
-"""The commands ``train``, ``evaluate`` and ``info``: the paper's CapsNet trained and tested from the command line.
-
-``capsedu.cli`` parses their options; these run them (torch is imported only here).
-"""
+"""The commands ``train``, ``evaluate`` and ``info``: the paper's CapsNet trained and tested from the command
+line (``capsedu.cli`` parses their options; torch is imported only here)."""
 from __future__ import annotations
 
 import json
@@ -82,11 +80,10 @@ def cmd_train(args) -> int:
             history = fit(model, data, TrainConfig.from_args(args, device=device, checkpoint=str(ckpt),
                                                              progress=main and not args.no_progress,
                                                              resume=not args.fresh))
-    except CheckpointError as err:  # the resume rule's words: the settings that differ, and --fresh
+    except BaseException as err:
         lock.release()
-        raise CheckpointError(f"{err}; or pass --fresh to start over") from None
-    except BaseException:
-        lock.release()
+        if isinstance(err, CheckpointError):  # the resume rule's words: the settings that differ, and --fresh
+            raise CheckpointError(f"{err}; or pass --fresh to start over") from None
         raise
     finally:  # a run that stops before its first checkpoint leaves no empty folder behind
         for folder in created:

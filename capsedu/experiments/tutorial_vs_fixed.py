@@ -1,10 +1,8 @@
 """Chapter 11's before/after run: the tutorial code's CapsNet against capsedu's, same data and budget.
 
 "tutorial" (``capsedu.methods.tutorial_capsnet``, every pitfall of chapter 11) trains as the tutorial
-code does: normalised images, no shifts, Adam at a constant rate; its records also hold the accuracy
-its own code reports (read off the decoder's mask), how many test predictions change when the same
-digits are batched in another order, and the steps whose loss was not finite. "fixed" is
-``capsedu.core.CapsNet`` trained by ``capsedu.training``.
+code does (normalised images, no shifts, Adam at a constant rate) and is also scored as that code
+scores itself; "fixed" is ``capsedu.core.CapsNet`` trained by ``capsedu.training``.
 """
 from __future__ import annotations
 
@@ -79,8 +77,7 @@ def _train_tutorial(model, train, sets, config: TutorialConfig, seed: int, devic
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
     generator = torch.Generator().manual_seed(seed)
     (x_train, y_train), (x_test, y_test) = train, sets
-    n, records, non_finite, t0 = len(x_train), [], [], time.perf_counter()
-    step = 0
+    n, records, non_finite, step, t0 = len(x_train), [], [], 0, time.perf_counter()
     for epoch in tqdm(range(1, config.epochs + 1), desc=desc, unit="epoch", disable=not progress, leave=False):
         e0, loss_sum = time.perf_counter(), 0.0
         order = torch.randperm(n, generator=generator).to(device)

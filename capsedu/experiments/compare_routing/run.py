@@ -67,12 +67,10 @@ class CompareConfig:
 PRESETS = {
     # every code path in seconds (the tests)
     "smoke": CompareConfig(seeds=(0,), epochs=1, batch_size=16, n_train=32, n_test=32, cost_repeats=1),
-    # the chapter's live preview on a 2-core CPU (about 90 s): one seed, 2 epochs of 4,000 digits per method;
-    # without "em-spread" (about half of "em"'s time again, past the 90 s)
+    # the chapter's live preview on a 2-core CPU (about 90 s), without "em-spread", which would take it past that
     "quick": CompareConfig(methods=("dynamic", "none", "em", "attention"), seeds=(0,), epochs=2, batch_size=16,
                            n_train=4000, n_test=300, cost_repeats=3),
-    # the stored run on a 2-core CPU: the whole sample, 3 seeds, 15 epochs (hours, EM most of
-    # them; the CLI prints its own estimate, measured from a few steps, before it starts)
+    # the stored run on a 2-core CPU (hours, EM most of them: the CLI prints its estimate before it starts)
     "long": CompareConfig(epochs=15),
     # a GPU: the sample with more epochs, and full MNIST
     "gpu": CompareConfig(epochs=15, batch_size=64),
@@ -145,7 +143,7 @@ def routing_cost(name: str, model: torch.nn.Module, x: torch.Tensor, repeats: in
 
 
 def estimate_seconds(config: CompareConfig, data, device="auto") -> Dict[str, float]:
-    """Seconds each method's training should take on this device, all seeds (``capsedu.speed.bench.estimate_fit_seconds``
+    """Seconds each method's training should take on this device, all seeds (``speed.bench.estimate_fit_seconds``
     with the margin loss, which costs what the spread loss does)."""
     n_test = 2 * len(data.x_test[:config.n_test])                    # the test digits and their affine copies
     return {name: len(config.seeds) * estimate_fit_seconds(make_model(name), data, config.epochs, config.batch_size,
@@ -170,7 +168,6 @@ def compare_routing(config: CompareConfig, out=None, fresh: bool = False, device
                                                preset, data, progress, shard)
     sets = test_sets(data, config, device)
     train = data.x_train[:config.n_train].to(device), data.y_train[:config.n_train].to(device)
-    cost_x = sets["test"][0][:config.batch_size]
     models = {}
     for seed, name in result.todo(config.seeds, config.methods, "method"):
         torch.manual_seed(seed)  # the initial weights
@@ -184,8 +181,8 @@ def compare_routing(config: CompareConfig, out=None, fresh: bool = False, device
         record = {"method": name, "seed": seed, "params": count_parameters(model), "seconds": round(seconds, 2),
                   "epoch_seconds": [round(r["seconds"], 2) for r in records],
                   "loss": LOSS.get(name, "margin"), "test": records[-1]["test"], "affine": records[-1]["affine"],
-                  "misses": tester.misses,
-                  **routing_cost(name, model, cost_x, config.cost_repeats), "epochs": records}
+                  "misses": tester.misses, **routing_cost(name, model, sets["test"][0][:config.batch_size],
+                                                          config.cost_repeats), "epochs": records}
         result.add(record, seconds)
         if seed == config.seeds[0]:
             models[name] = model

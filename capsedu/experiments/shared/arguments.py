@@ -1,10 +1,8 @@
-"""The command line of the stored-run experiments (``python -m capsedu robustness``, ... and the options
-two-digits shares): one parser builder, no torch until a command runs, so ``--help`` stays instant.
-
-Everything is checked before any training (numbers, ``--device``, ``--out``, clashing flags, the
-stored runs: ``capsedu.experiments.shared.runs.RunFolder``). The grid of runs spreads over processes:
-under torchrun each takes the runs i with i mod WORLD_SIZE = RANK; ``--devices cpu,cpu`` starts
-torchrun itself; ``--shard K/N`` takes one share by hand (machines that share the folder).
+"""The command line of the stored-run experiments (``python -m capsedu robustness``, ..., and the options
+two-digits shares): no torch until a command runs, so ``--help`` stays instant; everything is checked
+before any training. The grid of runs spreads over processes: under torchrun each takes the runs i with
+i mod WORLD_SIZE = RANK; ``--devices cpu,cpu`` starts torchrun itself; ``--shard K/N`` takes one share
+by hand (machines that share the folder).
 """
 from __future__ import annotations
 
@@ -116,7 +114,6 @@ def _launch(args) -> None:
 
     from capsedu.experiments.shared.runs import clear_runs, run_folder
     from capsedu.runtime.device import resolve_device
-    n = len(args.devices)
     for entry in args.devices:
         resolve_device(entry)                         # a device this machine lacks: an error now
     argv, skip = [], False
@@ -130,7 +127,7 @@ def _launch(args) -> None:
     threads = max(1, args.threads // max(1, sum(d == "cpu" for d in args.devices)))
     os.environ.update(CAPSEDU_DEVICES=",".join(args.devices), OMP_NUM_THREADS=str(threads))
     try:
-        torchrun(["--standalone", f"--nproc_per_node={n}", "-m", "capsedu", *argv, "--threads", str(threads)])
+        torchrun(["--standalone", f"--nproc_per_node={len(args.devices)}", "-m", "capsedu", *argv, "--threads", str(threads)])
     except Exception as err:  # torchrun's ChildFailedError lists every process that failed
         raise RuntimeError(f"a process of --devices {','.join(args.devices)} failed ({type(err).__name__}); the "
                            f"finished runs are kept in {args.out}: rerun the same command to resume") from None

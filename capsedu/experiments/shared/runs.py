@@ -123,20 +123,17 @@ class RunFolder:
 
     def todo(self, seeds: Sequence[int], names: Optional[Sequence[str]] = None,
              key: str = "model") -> List[Tuple[int, Optional[str]]]:
-        """The (seed, name) runs to train here, in the grid's order (seed by seed, then ``names``; None:
-        one run per seed): this process's share (``shard``) of those the folder does not hold."""
+        """This process's share of the (seed, name) runs the folder lacks, seed by seed (``names`` None: one each)."""
         self.grid, self.key = [(s, n) for s in seeds for n in (names or [None])], key
         mine = self.grid if self.shard is None else self.grid[self.shard.index::self.shard.count]
         return [(s, n) for s, n in mine if self.stem(s, n) not in self.done]
 
     def checkpoint(self, stem: str) -> Optional[str]:
-        """The file the unfinished run ``stem`` checkpoints into (resumed after an interruption; removed
-        when the run's file is written); None without a folder."""
+        """The file the unfinished run ``stem`` checkpoints into, until its run file is written (None: no folder)."""
         return None if self.folder is None else str(self.folder / f"{stem}.ckpt.pt")
 
     def add(self, record: Dict, seconds: float) -> None:
-        """A finished run: its file written (atomically, sealed), its checkpoint removed. After a Ctrl-C
-        that something swallowed, the run is kept and the interrupt goes on."""
+        """A finished run: its sealed file written, its checkpoint removed; then a swallowed Ctrl-C goes on."""
         stem = self.stem(record["seed"], record.get(self.key))
         self.done[stem], self.seconds[stem] = record, round(seconds, 2)
         if self.folder is not None:
@@ -164,9 +161,8 @@ def config_from_settings(kind: type, stored: Dict):
 
 
 def stored_or_preview(name: str, check: Optional[Callable[[Dict], object]] = None):
-    """``capsedu.runtime.results.stored_or_preview`` of the folder ``results/<name>``, with the summary
-    its experiment's ``summarise`` computes from the stored runs (under "summary"; two-digits: "table")
-    added before ``check(data)``."""
+    """``capsedu.runtime.results.stored_or_preview`` of ``results/<name>``, with its experiment's summary of the
+    stored runs ("summary"; two-digits: "table") added before ``check(data)``."""
     import importlib
     module_name, config_name = next(v for k, v in STORED.items() if name.startswith(k))
     module = importlib.import_module(f"capsedu.experiments.{module_name}")
@@ -225,7 +221,7 @@ class Tester:
         return accuracy
 
 
-def train_epochs(model, train: Tuple[torch.Tensor, torch.Tensor], epochs: int, seed: int, test: Callable[[torch.nn.Module], Dict],
+def train_epochs(model, train: Tuple[torch.Tensor, torch.Tensor], epochs: int, seed: int, test: Callable[..., Dict],
                  stop: Optional[Callable[[List[Dict]], bool]] = None,
                  fresh_data: Optional[Callable[[int], Tuple[torch.Tensor, torch.Tensor]]] = None,
                  progress: bool = True, desc: str = "train", **fit_options) -> Tuple[List[Dict], float]:

@@ -6,7 +6,7 @@ from dataclasses import fields
 from typing import Tuple
 
 from capsedu import AMP_CHOICES, SOURCES
-from capsedu.experiments.shared.arguments import add_run_arguments
+from capsedu.experiments.shared.arguments import add_run_arguments, run_command
 from capsedu.experiments.two_digits.config import INITS, LAYOUTS, MODELS, PRESETS, SCHEDULES, TwoDigitConfig, preset
 from capsedu.runtime.arguments import batch_int, float_in, int_in, positive_int, seed_int
 
@@ -51,8 +51,6 @@ def config_from_args(args) -> Tuple[str, TwoDigitConfig]:
 
 def cli_main(args) -> int:
     """Run the experiment for the command line; the JSON goes to stdout (and its runs to ``--out``)."""
-    from capsedu.experiments.shared.arguments import run_command
-
     name, config = config_from_args(args)               # every check happens before any work
 
     def run(device, **options):

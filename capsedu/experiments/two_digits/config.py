@@ -90,16 +90,14 @@ _SAMPLE = dict(source="sample", n_train=None, n_test=None)  # the sample's 9,000
 PRESETS: Dict[str, TwoDigitConfig] = {
     # every code path, a handful of steps
     "smoke": TwoDigitConfig(seeds=(0,), epochs=1, n_train=64, n_test=100, n_pairs=100, source="sample"),
-    # the chapter's live preview on 2 CPU cores (within its 3 minutes): pooling and Su's capsule head (the
-    # stored run has all four), one seed, all 9,000 sample digits, three epochs for the capsule head and five
-    # for pooling, which learns single digits more slowly (Su gave it twice theirs)
+    # the chapter's live preview on 2 CPU cores (within its 3 minutes); pooling gets more epochs: it learns
+    # single digits more slowly (Su gave it twice theirs)
     "quick": TwoDigitConfig(models=("pooling", "capsule-su"), seeds=(0,), epochs=QUICK_EPOCHS, n_pairs=500, **_SAMPLE),
-    # a GPU (a Colab T4 in ~4 min, estimated): all of MNIST where it downloads, three seeds, two epochs,
-    # the GPU's own precision (capsedu.runtime.device: fp16 on a T4, bf16 from compute capability 8.0)
+    # a GPU (a Colab T4 in ~4 min, estimated), in its own precision (capsedu.runtime.device.resolve_amp)
     "gpu": TwoDigitConfig(epochs=2, batch_size=64, n_pairs=2000, source="auto", amp="auto"),
     # Su's script: all of MNIST, batch 128, constant learning rate, 20 / 10 epochs
     "full": TwoDigitConfig(epochs=SU_EPOCHS, batch_size=128, lr_schedule="constant", n_pairs=10000, source="auto"),
-    # the stored CPU run (results/two_digits_long.json): 12 epochs, three seeds, the learning curve
+    # the stored CPU run (results/two_digits_long), with the learning curve
     "long": TwoDigitConfig(epochs=12, curve=True, **_SAMPLE),
 }
 

@@ -54,8 +54,7 @@ def make_model(name: str, squash_k: float = 0.5, iterations: int = 3, init: str 
 
 
 def two_digit_test_set(x: torch.Tensor, y: torch.Tensor, n: int, layout: str, seed: int = 1234):
-    """n images of two distinct digits in ``layout``, multi-hot targets (n, 10); one ``seed``, the same pairs
-    in every layout."""
+    """n images of two distinct digits in ``layout``, multi-hot targets (n, 10); one seed: one pairing."""
     if layout not in LAYOUTS:
         raise ValueError(f"unknown layout {layout!r}; expected one of {LAYOUTS}")
     generator = torch.Generator().manual_seed(seed)  # on the CPU: the same pairs on any device
@@ -106,8 +105,8 @@ def two_digit_experiment(data, config: TwoDigitConfig, out=None, fresh: bool = F
 
     # seed by seed, so that an interrupted run already compares every model on its first seeds
     todo = [(m, s) for s, m in result.todo(config.seeds, config.models)]
-    total_epochs = sum(config.epochs[m] for m, _ in todo)
-    bar = tqdm(total=total_epochs, desc="two-digit experiment", unit="epoch", disable=not progress)
+    bar = tqdm(total=sum(config.epochs[m] for m, _ in todo), desc="two-digit experiment", unit="epoch",
+               disable=not progress)
     for name, seed in todo:
         t0 = time.perf_counter()
         torch.manual_seed(seed)  # initial weights: the capsule heads start from the same ones
@@ -141,8 +140,7 @@ def two_digit_experiment(data, config: TwoDigitConfig, out=None, fresh: bool = F
 
 
 def estimate_seconds(config: TwoDigitConfig, data, device="auto") -> float:
-    """Rough wall time of ``two_digit_experiment(data, config)`` on ``device``, from the steps of a capsule head
-    (the slower kind) timed here."""
+    """Rough wall time of ``two_digit_experiment(data, config)``, from steps of a capsule head (the slower kind)."""
     model = make_model("capsule-su", config.squash_k, config.iterations, config.init)
     model.to(memory_format=torch.channels_last)
     n_test = len(data.x_test[:config.n_test]) + config.n_pairs * len(config.layouts)
