@@ -1,23 +1,13 @@
 """Experiment 2 of chapter 9, what routing and reconstruction each buy (the paper's Table 1).
 
-- ``VARIANTS``: 1 or 3 routing iterations (1 iteration = no routing: every coupling stays
-  uniform), with or without the reconstruction loss, and 3 iterations with the gradients
-  through the inner iterations stopped (``detach_inner``).
-- ``AblationConfig``: one frozen dataclass of settings; ``PRESETS`` one per mode and "long".
-- ``ablation_experiment``: every variant x seed under one budget (same epochs, data, shifts),
-  tested on the shifted test digits and on experiment 1's affine test set; a JSON-friendly dict,
-  written after every finished run so that a rerun resumes. Each run stores the indices of the
-  test items it misses on each set ("misses": {"clean": [...], "affine": [...]}), for McNemar's
-  test between two variants on the same items (``capsedu.reports.verdicts``).
-- The stored run ("long") trains on the paper's setting for Table 1: 28x28 digits shifted by up
-  to 2 pixels (zero padded); the other presets keep experiment 1's 40x40 canvas.
-- ``PAPER_TABLE1``: the paper's own numbers (MNIST test error %, mean and std), for comparison.
+Every variant x seed trains on one budget and is tested once, after its last epoch (nothing is
+chosen on the test set). 1 routing iteration is no routing (every coupling stays uniform);
+"-detach" stops the gradients through the inner iterations.
 """
 from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from types import SimpleNamespace
 from typing import Dict, List, Optional, Tuple
 
 import torch
@@ -26,13 +16,8 @@ from capsedu.core.capsnet import CapsNet
 from capsedu.core.params import count_parameters
 from capsedu.data.transforms import affine_test_set, center_on_canvas, pad_and_shift
 from capsedu.runtime.arguments import MAX_INT, check_config
-from capsedu.experiments.shared.runs import (
-    spread_table,
-    start_experiment,
-    train_epochs,
-)
+from capsedu.experiments.shared.runs import scored, spread_table, start_experiment, train_epochs
 from capsedu.speed.fast import fused_routing
-from capsedu.training.evaluation import predict_lengths
 
 __all__ = ["VARIANTS", "PAPER_TABLE1", "AblationConfig", "PRESETS", "make_variant", "ablation_experiment",
            "summarise"]
@@ -85,8 +70,7 @@ PRESETS = {
     # the chapter's live preview (about 25 s on a 2-core CPU): routing or not, one seed, a small CapsNet
     "quick": AblationConfig(variants=("r1+recon", "r3+recon"), seeds=(0,), epochs=3, batch_size=16, n_train=3000,
                             n_test=300, capsnet_conv=16, capsnet_types=4, capsnet_decoder=(256, 512)),
-    # the stored run on a 2-core CPU, on the paper's setting for Table 1 (28x28, shifts of up to 2 pixels):
-    # a CapsNet of a quarter of the paper's width, all 9,000 sample digits, 3 seeds
+    # the stored run on a 2-core CPU, on the paper's setting for Table 1 (the other presets: experiment 1's canvas)
     "long": AblationConfig(epochs=4, canvas=28, max_shift=2, capsnet_conv=64, capsnet_types=8),
     "gpu": AblationConfig(epochs=10, batch_size=128),
     "full": AblationConfig(epochs=30, batch_size=128, source="auto"),
@@ -117,44 +101,26 @@ def _test_sets(data, config: AblationConfig, device) -> Dict[str, Tuple[torch.Te
 def ablation_experiment(config: AblationConfig, out=None, fresh: bool = False, device="auto", data=None,
                         command: Optional[str] = None, preset: Optional[str] = None, progress: bool = True,
                         shard=None) -> Dict:
-    """Train every variant once per seed (skipping finished ones, unless ``fresh``); test after the last epoch.
-    ``shard``: only that shard of the grid (``capsedu.experiments.shared.runs.Shard``)."""
-    _, device, result, data = start_experiment(config, AblationConfig, out, fresh, device, command,
-                                               preset, lambda runs: summarise(runs, config), data, progress,
-                                               shard=shard)
+    """Train every variant once per seed (skipping finished ones, unless ``fresh``); test after the last epoch."""
+    _, device, result, data = start_experiment(config, AblationConfig, summarise, out, fresh, device, command,
+                                               preset, data, progress, shard)
     sets = _test_sets(data, config, device)
-    x_train = center_on_canvas(data.x_train[:config.n_train], config.canvas).to(device)
-    train = SimpleNamespace(x_train=x_train, y_train=data.y_train[:config.n_train].to(device),
-                            x_test=sets["clean"][0], y_test=sets["clean"][1])
-
-    def test(model) -> Tuple[Dict, Dict]:
-        """(accuracy per set, sorted indices missed per set)."""
-        accuracy, misses = {}, {}
-        for k, (x, y) in sets.items():
-            pred = predict_lengths(model, x).argmax(dim=1)             # (N,)
-            accuracy[k] = (pred == y).float().mean().item()
-            misses[k] = (pred != y).nonzero().flatten().tolist()       # ascending
-        return accuracy, misses
+    train = (center_on_canvas(data.x_train[:config.n_train], config.canvas).to(device),
+             data.y_train[:config.n_train].to(device))
 
     for seed, name in result.todo(config.seeds, config.variants, "variant"):
         torch.manual_seed(seed)  # the same initial weights for every variant of a seed
         model, recon_weight = make_variant(name, config)
-        # test only after the last epoch: a fixed budget, nothing is chosen on the test set
         records, seconds = train_epochs(
             model, train, config.epochs, seed, lambda m: {}, progress=progress, desc=f"{name} seed {seed}",
             batch_size=config.batch_size, lr=config.lr, device=device, amp=config.amp,
             shift=config.max_shift, loss="capsnet", recon_weight=recon_weight)
-        accuracy, misses = test(model)
+        accuracy, misses, _ = scored(model, sets)
         records[-1].update(accuracy)
-        result.add({"variant": name, "seed": seed, "params": count_parameters(model),
-                    "seconds": round(seconds, 2), "epochs": records, **test_summary(records[-1]),
+        result.add({"variant": name, "seed": seed, "params": count_parameters(model), "seconds": round(seconds, 2),
+                    "epochs": records, "clean_error": 100 * (1 - accuracy["clean"]), "affine_acc": accuracy["affine"],
                     "misses": misses}, seconds)
     return result.finish()
-
-
-def test_summary(last: Dict) -> Dict:
-    """Clean test error in % and affine accuracy, from the last epoch's record."""
-    return {"clean_error": 100 * (1 - last["clean"]), "affine_acc": last["affine"]}
 
 
 def summarise(runs: List[Dict], config: AblationConfig) -> Dict:

@@ -1,24 +1,15 @@
-"""Experiment 3 of chapter 9, overlapping digits taken apart (the paper's MultiMNIST).
+"""Experiment 3 of chapter 9, overlapping digits taken apart (the paper's MultiMNIST): top-2 accuracy
+on pairs of test digits, after training on pairs drawn afresh every epoch.
 
-- the pairs: ``capsedu.data.pairs.overlapping_pairs(..., separate=True)``, two digits of different
-  classes, each shifted by up to 4 px on a 36x36 canvas and overlaid (add, clip at 1), as three
-  channels: the overlay, then the lower-class digit and the higher-class digit alone (the
-  reconstruction targets).
-- ``PairCapsNet``: CapsNet reading channel 0; in training its decoder reconstructs each of
-  the two true digits from that digit's capsule alone (the paper's loss: the sum of the two
-  errors); ``segment`` reconstructs the two longest capsules (the paper's Figure 5).
-- ``MultiMNISTConfig``, ``PRESETS``, ``multimnist_experiment``: train on pairs generated
-  afresh every epoch from the training digits, test top-2 accuracy on pairs of test digits.
-
-``fit``'s reconstruction loss compares the decoder's output with the model's input; so the
-input carries the two target digits as extra channels and the output repeats channel 0
-unchanged (adding zero to the loss): the loss is then exactly the sum of the two digits' errors.
+The pairs have three channels: the overlay, then the lower-class and the higher-class digit alone.
+``fit``'s reconstruction loss compares the decoder's output with the model's input, so ``PairCapsNet``
+reads channel 0 and returns it unchanged beside one reconstruction per true digit, from that digit's
+capsule alone: the loss is then exactly the paper's, the sum of the two digits' errors.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Dict, Optional, Tuple
 
 import torch
@@ -30,11 +21,7 @@ from capsedu.core.params import count_parameters
 from capsedu.core.squashing import safe_norm
 from capsedu.data.pairs import overlapping_pairs
 from capsedu.runtime.arguments import MAX_INT, check_config
-from capsedu.experiments.shared.runs import (
-    spread,
-    start_experiment,
-    train_epochs,
-)
+from capsedu.experiments.shared.runs import config_from_settings, spread, start_experiment, train_epochs
 from capsedu.runtime.files import sha256_of
 from capsedu.runtime.results import results_dir
 from capsedu.training.evaluation import count_correct, predict_lengths
@@ -67,12 +54,10 @@ class PairCapsNet(nn.Module):
         overlay = x[:, :1]                                               # (B, 1, H, W)
         digit = self.capsnet.capsules(overlay)                           # (B, 10, 16)
         lengths = safe_norm(digit, dim=-1)                               # (B, 10)
-        if labels is None:  # inference: the two longest capsules, lower class first
-            classes = lengths.topk(2, dim=1).indices.sort(dim=1).values  # (B, 2)
-        else:               # training: the two true classes, lower first (the order of x's channels)
-            if labels.dim() != 2 or not labels.is_floating_point():
-                raise ValueError("PairCapsNet trains on multi-hot float labels (B, 10) with two ones per row")
-            classes = labels.topk(2, dim=1).indices.sort(dim=1).values   # (B, 2)
+        if labels is not None and (labels.dim() != 2 or not labels.is_floating_point()):
+            raise ValueError("PairCapsNet trains on multi-hot float labels (B, 10) with two ones per row")
+        # inference: the two longest capsules; training: the two true classes; lower first (as x's channels)
+        classes = (lengths if labels is None else labels).topk(2, dim=1).indices.sort(dim=1).values  # (B, 2)
         recon = self._decode(digit, classes)                             # (B, 2, H, W)
         return digit, lengths, torch.cat([overlay.detach(), recon], dim=1)  # (B, 3, H, W)
 
@@ -139,14 +124,9 @@ def multimnist_experiment(config: MultiMNISTConfig, out=None, fresh: bool = Fals
                           command: Optional[str] = None, preset: Optional[str] = None, progress: bool = True,
                           return_model: bool = False, shard=None) -> Dict:
     """Train one PairCapsNet per seed (skipping finished seeds, unless ``fresh``); top-2 accuracy after each epoch.
-
-    With ``out`` and ``config.save_weights``, each seed's weights go to ``multimnist_seed<k>.pt`` (fp16) in
-    the folder, and its record holds their file name and sha256. ``return_model``: also "model" (not JSON),
-    the last trained model, and "test" (the test pairs and targets). ``shard``: train only that shard
-    of the seeds (``capsedu.experiments.shared.runs.Shard``).
-    """
-    path, device, result, data = start_experiment(config, MultiMNISTConfig, out, fresh, device,
-                                                  command, preset, summarise, data, progress, shard=shard)
+    ``return_model``: also "model", the last one trained, and "test" (the test pairs and targets)."""
+    path, device, result, data = start_experiment(config, MultiMNISTConfig, summarise, out, fresh, device,
+                                                  command, preset, data, progress, shard)
     todo = [seed for seed, _ in result.todo(config.seeds)]
     x_digits, y_digits = data.x_train[:config.n_train], data.y_train[:config.n_train]
     test_x, test_t = overlapping_pairs(data.x_test[:config.n_test], data.y_test[:config.n_test], config.n_test_pairs,
@@ -172,10 +152,8 @@ def multimnist_experiment(config: MultiMNISTConfig, out=None, fresh: bool = Fals
                                      torch.Generator().manual_seed(10_000 * seed + epoch), separate=True)
         torch.manual_seed(seed)
         model = build_model(config)
-        first = fresh_pairs(0)
-        train = SimpleNamespace(x_train=first[0], y_train=first[1], x_test=test_x[:1], y_test=test_t[:1])
         records, seconds = train_epochs(
-            model, train, config.epochs, seed, test, fresh_data=fresh_pairs, progress=progress,
+            model, fresh_pairs(0), config.epochs, seed, test, fresh_data=fresh_pairs, progress=progress,
             desc=f"multimnist seed {seed}", batch_size=config.batch_size, lr=config.lr, device=device,
             amp=config.amp, shift=0, loss="capsnet", recon_weight=config.recon_weight)
         record = {"seed": seed, "params": count_parameters(model), "seconds": round(seconds, 2), "epochs": records,
@@ -221,17 +199,15 @@ def _save_weights(model: nn.Module, path: Path) -> Dict:
 
 
 def load_model(result: Dict, folder=None, seed: Optional[int] = None) -> PairCapsNet:
-    """The stored model of ``result`` (the multimnist runs) from ``folder`` (default: the stored runs'
-    ``multimnist/``), sha256-checked, in float32."""
+    """The stored model of ``result`` from ``folder`` (default: the stored runs'), sha256-checked, in float32."""
     if folder is None:
         folder = results_dir() / "multimnist"
-    settings = {k: tuple(v) if isinstance(v, list) else v for k, v in result["settings"].items()}
     record = next((r for r in result["runs"] if seed is None or r["seed"] == seed), None)
     if record is None or "weights" not in record:
         raise ValueError(f"the multimnist result holds no stored weights{'' if seed is None else f' of seed {seed}'}")
     path = Path(folder) / record["weights"]
     _verify_weights(path, record)
-    model = build_model(MultiMNISTConfig(**settings))
+    model = build_model(config_from_settings(MultiMNISTConfig, result["settings"]))
     state = torch.load(path, map_location="cpu", weights_only=True)
     model.load_state_dict({k: v.float() for k, v in state.items()})
     return model.eval()

@@ -1,25 +1,13 @@
 """Experiment 1 of chapter 9, robustness to affine transformations (the paper's affNIST test).
 
-- ``RobustnessConfig``: every setting in one frozen dataclass, checked on construction;
-  ``PRESETS`` holds one per mode (smoke, quick, gpu, full) and "long", the stored run.
-- ``MODELS``: "cnn", the baseline CNN's layers with sigmoid scores and the margin loss (Gu, Tresp
-  & Hu (CVPR 2021)'s "enhanced" ConvNet: it differs from CapsNet in architecture only);
-  "capsnet"; "cnn-ce", the same CNN as the paper trains it, logits and softmax cross-entropy
-  (the control that separates the loss from the architecture). ``MODEL_LOSS``: each one's loss.
-- ``make_model``: one of them for the padded canvas.
-- ``robustness_experiment``: train each on padded, randomly shifted training digits, test
-  after every epoch on a held-out validation split, the shifted test digits and the
-  affNIST-style test set at several strengths (storing the accuracy and the indices of the items
-  missed on each set); then pick each model's epoch on the validation split only, so that all
-  are *matched on clean accuracy*; a JSON-friendly dict.
-- ``summarise``: that matching, the accuracy-vs-strength table and a few failure examples;
-  ``matched_runs``: one record per model x seed at its matched epoch, misses included (for
-  ``capsedu.reports.verdicts.rows_for`` and its per-item McNemar test).
+Each model is tested after every epoch; ``summarise`` picks each model's epoch on the validation split
+only, so that all are compared *matched on clean accuracy*. "cnn" is Gu, Tresp & Hu (CVPR 2021)'s
+"enhanced" ConvNet (sigmoid scores, margin loss: it differs from CapsNet in architecture only);
+"cnn-ce", the same CNN trained as the paper's (cross-entropy), separates the loss from the architecture.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from types import SimpleNamespace
 from typing import Dict, List, Optional, Tuple
 
 import torch
@@ -28,13 +16,8 @@ from capsedu.core.capsnet import CapsNet
 from capsedu.core.params import count_parameters
 from capsedu.data.transforms import affine_test_set, center_on_canvas, pad_and_shift
 from capsedu.runtime.arguments import MAX_INT, check_config
-from capsedu.experiments.shared.runs import (
-    spread,
-    start_experiment,
-    train_epochs,
-)
+from capsedu.experiments.shared.runs import scored, spread, spread_table, start_experiment, train_epochs
 from capsedu.methods.baseline_cnn import BaselineCNN, BaselineConfig
-from capsedu.training.evaluation import predict_lengths
 
 __all__ = ["MODELS", "MODEL_LOSS", "RobustnessConfig", "PRESETS", "make_model", "test_sets",
            "robustness_experiment", "summarise", "matched_runs", "PAPER_AFFNIST"]
@@ -98,8 +81,7 @@ PRESETS = {
 
 
 def make_model(name: str, config: RobustnessConfig) -> torch.nn.Module:
-    """The CNN baseline for the config's canvas: sigmoid scores ("cnn", Gu et al.'s enhanced ConvNet,
-    margin loss) or logits ("cnn-ce", the paper's, cross-entropy), the same weights from one seed; or CapsNet."""
+    """One of ``MODELS`` for the config's canvas ("cnn" and "cnn-ce": the same weights from one seed)."""
     if name in ("cnn", "cnn-ce"):
         return BaselineCNN(BaselineConfig.affnist(config.canvas, channels=config.cnn_channels,
                                                   hidden=config.cnn_hidden, dropout=config.cnn_dropout,
@@ -129,21 +111,12 @@ def test_sets(data, config: RobustnessConfig, device) -> Dict[str, Tuple[torch.T
 
 
 def _tester(sets, strongest: str):
-    """test(model) -> accuracies on every set but train, the indices missed on each ("misses": set ->
-    sorted list) and the wrong answers at the strongest affine set ("wrong": [index, prediction])."""
+    """test(model) -> accuracies on all sets but train, "misses" and "wrong": [index, prediction] at ``strongest``."""
+    tests = {k: v for k, v in sets.items() if k != "train"}
+
     def test(model) -> Dict:
-        out, misses = {}, {}
-        for name, (x, y) in sets.items():
-            if name == "train":
-                continue
-            pred = predict_lengths(model, x).argmax(dim=1)           # (N,)
-            out[name] = (pred == y).float().mean().item()
-            wrong = (pred != y).nonzero().flatten()                  # ascending
-            misses[name] = wrong.tolist()
-            if name == strongest:
-                out["wrong"] = [[int(i), int(pred[i])] for i in wrong]
-        out["misses"] = misses
-        return out
+        accuracy, misses, pred = scored(model, tests)
+        return {**accuracy, "wrong": [[i, int(pred[strongest][i])] for i in misses[strongest]], "misses": misses}
     return test
 
 
@@ -157,25 +130,16 @@ def _patience_stop(patience: int):
 def robustness_experiment(config: RobustnessConfig, out=None, fresh: bool = False, device="auto",
                           data=None, command: Optional[str] = None, preset: Optional[str] = None,
                           progress: bool = True, shard=None) -> Dict:
-    """Train each model once per seed (skipping those ``out`` already holds, unless ``fresh``), then summarise.
-
-    ``out``: the folder of runs, one JSON file per finished model x seed; None keeps the result in
-    memory. ``data``: x_train, y_train, x_test, y_test tensors of 28x28 digits (default:
-    ``load_dataset("mnist", config.source)``). ``shard``: train only that share of the grid
-    (``capsedu.experiments.shared.runs.Shard``).
-    """
-    _, device, result, data = start_experiment(config, RobustnessConfig, out, fresh, device, command,
-                                               preset, lambda runs: summarise(runs, config), data, progress,
-                                               shard=shard)
+    """Train each model once per seed (skipping those ``out``, the folder of runs, holds), then summarise."""
+    _, device, result, data = start_experiment(config, RobustnessConfig, summarise, out, fresh, device, command,
+                                               preset, data, progress, shard)
     sets = test_sets(data, config, device)
     strongest = f"affine@{max(config.strengths):g}"
-    train = SimpleNamespace(x_train=sets["train"][0], y_train=sets["train"][1],
-                            x_test=sets["val"][0], y_test=sets["val"][1])
     for seed, name in result.todo(config.seeds, config.models):
         torch.manual_seed(seed)  # the initial weights
         model = make_model(name, config)
         records, seconds = train_epochs(
-            model, train, config.max_epochs, seed, _tester(sets, strongest), _patience_stop(config.patience),
+            model, sets["train"], config.max_epochs, seed, _tester(sets, strongest), _patience_stop(config.patience),
             progress=progress, desc=f"{name} seed {seed}", batch_size=config.batch_size, lr=config.lr,
             device=device, amp=config.amp, shift=config.max_shift,
             loss=MODEL_LOSS[name], recon_weight=config.recon_weight)
@@ -184,30 +148,22 @@ def robustness_experiment(config: RobustnessConfig, out=None, fresh: bool = Fals
     return result.finish()
 
 
-def _pick(records: List[Dict], target: Optional[float] = None) -> Dict:
-    """The first epoch whose validation accuracy reaches ``target`` (None: the best one)."""
-    if target is None:
-        return max(records, key=lambda r: r["val"])
-    return next(r for r in records if r["val"] >= target)
-
-
 def _matched(runs: List[Dict], models, seeds) -> Dict[str, List[Dict]]:
-    """model -> per finished seed, its epoch record at the first epoch whose validation accuracy reaches
-    the lowest of the models' best validation accuracies (so all are matched on clean accuracy)."""
+    """model -> per seed every model finished, its first epoch reaching the lowest of their best val accuracies."""
     chosen = {m: [] for m in models}
     for seed in seeds:
         per_model = {r["model"]: r for r in runs if r["seed"] == seed and r["model"] in chosen}
         if set(per_model) != set(models):
             continue  # a seed still running: left out of the summary
         target = min(max(e["val"] for e in r["epochs"]) for r in per_model.values())
-        for m, r in per_model.items():
-            chosen[m].append({"seed": seed, "best": _pick(r["epochs"]), **_pick(r["epochs"], target)})
+        for m, r in per_model.items():  # max: the first best epoch
+            best = max(r["epochs"], key=lambda e: e["val"])
+            chosen[m].append({"seed": seed, "best": best, **next(e for e in r["epochs"] if e["val"] >= target)})
     return chosen
 
 
 def matched_runs(result: Dict) -> List[Dict]:
-    """One record per model x seed of a stored run (its "runs" and "settings"): model, seed, params and
-    the matched epoch's record (accuracies per set, and "misses" where the run stored them)."""
+    """One record per model x seed of a stored run: model, params and the matched epoch's record (misses too)."""
     settings = result["settings"]
     chosen = _matched(result["runs"], settings["models"], settings["seeds"])
     params = {r["model"]: r["params"] for r in result["runs"]}
@@ -216,21 +172,17 @@ def matched_runs(result: Dict) -> List[Dict]:
 
 
 def summarise(runs: List[Dict], config: RobustnessConfig) -> Dict:
-    """Per seed, each model at the first epoch whose validation accuracy reaches the lowest of all
-    the models' best (matched on clean accuracy); mean and std over seeds; failure examples."""
+    """The models matched on clean accuracy (``_matched``): mean and std over seeds; failure examples."""
     keys = ["val", "clean"] + [f"affine@{s:g}" for s in config.strengths]
     chosen = _matched(runs, config.models, config.seeds)
-    table = []
-    for m in config.models:
-        rows = chosen[m]
-        if not rows:
-            continue
-        row = {"model": m, "loss": MODEL_LOSS[m], "params": next(r["params"] for r in runs if r["model"] == m),
-               "seeds": len(rows), "epochs": [r["epoch"] for r in rows]}
-        for k in keys:
-            row[k], row[k + "_std"] = spread([r[k] for r in rows])
-            row["best_" + k], _ = spread([r["best"][k] for r in rows])
-        table.append(row)
+    params = {r["model"]: r["params"] for r in runs}
+
+    def head(m, rows):
+        best = {"best_" + k: spread([r["best"][k] for r in rows])[0] for k in keys}
+        return {"model": m, "loss": MODEL_LOSS[m], "params": params[m], "seeds": len(rows),
+                "epochs": [r["epoch"] for r in rows], **best}
+    rows = [{**e, "model": m} for m in config.models for e in chosen[m]]
+    table = spread_table(rows, "model", config.models, keys, head)
     return {"table": table, "strengths": list(config.strengths), "failures": _failures(chosen, config)}
 
 

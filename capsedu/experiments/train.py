@@ -1,7 +1,5 @@
-"""The commands ``train``, ``evaluate`` and ``info``: the paper's CapsNet trained and tested from the command line.
-
-``capsedu.cli`` parses their options; these run them (torch is imported only here).
-"""
+"""The commands ``train``, ``evaluate`` and ``info``: the paper's CapsNet trained and tested from the command
+line (``capsedu.cli`` parses their options; torch is imported only here)."""
 from __future__ import annotations
 
 import json
@@ -12,20 +10,6 @@ import time
 from pathlib import Path
 
 __all__ = ["cmd_train", "cmd_evaluate", "cmd_info"]
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-    try:
-        return version("capsedu")
-    except PackageNotFoundError:
-        return "unknown"
-
-
-def _write_json(obj, path: Path) -> None:
-    """Atomically, Ctrl-C held back until done, no .tmp left on any error."""
-    from capsedu.runtime.files import write_atomic
-    write_atomic(str(path), lambda f: f.write((json.dumps(obj, indent=2) + "\n").encode()))
 
 
 def _check_out_folder(out: Path, files) -> None:
@@ -55,7 +39,7 @@ def cmd_train(args) -> int:
     from capsedu.runtime.allocator import kept_freed_memory
     from capsedu.runtime.checkpoints import CheckpointError
     from capsedu.runtime.device import resolve_amp, resolve_device
-    from capsedu.runtime.files import remove_stale_tmp
+    from capsedu.runtime.files import remove_stale_tmp, write_json
     from capsedu.runtime.lock import OutputLock
     from capsedu.runtime.results import command_line, provenance
     from capsedu.training.distributed import is_main, start_from_env, stop, world_size
@@ -96,11 +80,10 @@ def cmd_train(args) -> int:
             history = fit(model, data, TrainConfig.from_args(args, device=device, checkpoint=str(ckpt),
                                                              progress=main and not args.no_progress,
                                                              resume=not args.fresh))
-    except CheckpointError as err:  # the resume rule's words: the settings that differ, and --fresh
+    except BaseException as err:
         lock.release()
-        raise CheckpointError(f"{err}; or pass --fresh to start over") from None
-    except BaseException:
-        lock.release()
+        if isinstance(err, CheckpointError):  # the resume rule's words: the settings that differ, and --fresh
+            raise CheckpointError(f"{err}; or pass --fresh to start over") from None
         raise
     finally:  # a run that stops before its first checkpoint leaves no empty folder behind
         for folder in created:
@@ -121,7 +104,7 @@ def cmd_train(args) -> int:
         "final_test_accuracy": test_acc,
         **history.as_dict(),
     }
-    _write_json(metrics, out / "metrics.json")
+    write_json(metrics, out / "metrics.json")
     lock.release()
     print(f"capsedu: test accuracy {test_acc:.4f} after {len(history)} epochs; wrote {ckpt} and {out / 'metrics.json'}")
     stop()
@@ -162,6 +145,7 @@ def cmd_info(args) -> int:
 
     import torch
 
+    from capsedu import __version__
     from capsedu.data.mnist import FASHION_IDX_DIR, sample_ok
     from capsedu.runtime.device import hardware, resolve_amp, resolve_device
 
@@ -169,7 +153,7 @@ def cmd_info(args) -> int:
     mps = getattr(torch.backends, "mps", None)
     cuda = torch.cuda.is_available()
     info = {
-        "python": platform.python_version(), "torch": torch.__version__, "capsedu": _version(),
+        "python": platform.python_version(), "torch": torch.__version__, "capsedu": __version__,
         "devices": {"cuda": cuda, "mps": bool(mps is not None and mps.is_available()), "cpu": True,
                     "cuda_names": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]},
         "default_device": str(resolve_device("auto")), "hardware": hardware(resolve_device("auto")),

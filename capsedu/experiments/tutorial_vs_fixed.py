@@ -1,24 +1,13 @@
 """Chapter 11's before/after run: the tutorial code's CapsNet against capsedu's, same data and budget.
 
-- ``MODELS``: "tutorial" (``capsedu.methods.tutorial_capsnet``: every pitfall of chapter 11, trained
-  as the tutorial code trains: normalised images, no shifts, Adam at a constant 1e-3) and "fixed"
-  (``capsedu.core.CapsNet`` trained by ``capsedu.training``: pixels in [0, 1], 2-px shifts, the
-  paper's losses, the official code's rate decay). Both see the same training digits in the same
-  batch size for the same number of epochs, from the same seeds.
-- ``TutorialConfig`` / ``PRESETS``: the settings per mode; "long" is the stored run.
-- ``tutorial_vs_fixed``: per seed and model, train and test after every epoch; each record holds the
-  test accuracy per epoch (for the tutorial also the accuracy its own code reports, which reads the
-  prediction off the decoder's mask, and how many test predictions change when the same test
-  digits are batched in another order), the indices missed at the end ("misses", for McNemar),
-  and the steps whose loss was not finite. One (model, seed) per record, written as it finishes;
-  a rerun resumes (``capsedu.experiments.shared.runs.Shard``).
+"tutorial" (``capsedu.methods.tutorial_capsnet``, every pitfall of chapter 11) trains as the tutorial
+code does (normalised images, no shifts, Adam at a constant rate) and is also scored as that code
+scores itself; "fixed" is ``capsedu.core.CapsNet`` trained by ``capsedu.training``.
 """
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass
-from types import SimpleNamespace
 from typing import Dict, List, Optional, Tuple
 
 import torch
@@ -27,9 +16,8 @@ from tqdm.auto import tqdm
 from capsedu.core.capsnet import CapsNet
 from capsedu.core.params import count_parameters
 from capsedu.runtime.arguments import check_config
-from capsedu.experiments.shared.runs import spread_table, start_experiment, train_epochs
+from capsedu.experiments.shared.runs import Tester, spread_table, start_experiment, train_epochs
 from capsedu.methods.tutorial_capsnet import MNIST_MEAN, MNIST_STD, TUTORIAL_TRAINING, TutorialCapsNet, tutorial_loss
-from capsedu.training.evaluation import predict_lengths
 
 __all__ = ["MODELS", "TutorialConfig", "PRESETS", "tutorial_vs_fixed", "summarise"]
 
@@ -88,17 +76,16 @@ def _train_tutorial(model, train, sets, config: TutorialConfig, seed: int, devic
     """The tutorial code's loop: shuffled batches of normalised digits, Adam at a constant rate."""
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
     generator = torch.Generator().manual_seed(seed)
-    x_test, y_test = sets
-    n, records, non_finite, t0 = len(train.x_train), [], [], time.perf_counter()
-    step = 0
+    (x_train, y_train), (x_test, y_test) = train, sets
+    n, records, non_finite, step, t0 = len(x_train), [], [], 0, time.perf_counter()
     for epoch in tqdm(range(1, config.epochs + 1), desc=desc, unit="epoch", disable=not progress, leave=False):
         e0, loss_sum = time.perf_counter(), 0.0
         order = torch.randperm(n, generator=generator).to(device)
         for i in range(0, n, config.batch_size):
             j = order[i:i + config.batch_size]
-            xb = _normalise(train.x_train[j])
+            xb = _normalise(x_train[j])
             v, rec, _ = model(xb)
-            loss = tutorial_loss(v, rec, xb, train.y_train[j])
+            loss = tutorial_loss(v, rec, xb, y_train[j])
             step += 1
             if not torch.isfinite(loss):
                 non_finite.append(step)
@@ -118,30 +105,20 @@ def _train_tutorial(model, train, sets, config: TutorialConfig, seed: int, devic
 
 
 def _train_fixed(model, train, sets, config: TutorialConfig, seed: int, device, progress: bool, desc: str):
-    x_test, y_test = sets
-    missed = {}
-
-    def test(m):
-        right = predict_lengths(m, x_test).argmax(dim=1) == y_test
-        missed["test"] = (~right).nonzero().flatten().tolist()
-        return {"test": right.float().mean().item()}
-    records, seconds = train_epochs(model, train, config.epochs, seed, test, progress=progress, desc=desc,
+    tester = Tester({"test": sets})
+    records, seconds = train_epochs(model, train, config.epochs, seed, tester, progress=progress, desc=desc,
                                     batch_size=config.batch_size, lr=config.lr, device=device, amp="off")
-    steps = config.epochs * math.ceil(len(train.x_train) / config.batch_size)
-    return records, missed["test"], {"steps": steps}, seconds
+    return records, tester.misses["test"], {"steps": records[-1]["steps"]}, seconds
 
 
 def tutorial_vs_fixed(config: TutorialConfig, out=None, fresh: bool = False, device="auto", data=None,
                       command: Optional[str] = None, preset: Optional[str] = None, progress: bool = True,
                       shard=None) -> Dict:
-    """Train each model once per seed (skipping those ``out`` holds, unless ``fresh``); summarise.
-    ``shard``: only that shard of the grid (``capsedu.experiments.shared.runs.Shard``)."""
-    _, device, result, data = start_experiment(config, TutorialConfig, out, fresh, device, command,
-                                               preset, lambda runs: summarise(runs, config), data, progress,
-                                               shard=shard)
+    """Train each model once per seed (skipping those ``out`` holds, unless ``fresh``); summarise."""
+    _, device, result, data = start_experiment(config, TutorialConfig, summarise, out, fresh, device, command,
+                                               preset, data, progress, shard)
     x_test, y_test = data.x_test[:config.n_test].to(device), data.y_test[:config.n_test].to(device)
-    train = SimpleNamespace(x_train=data.x_train[:config.n_train].to(device),
-                            y_train=data.y_train[:config.n_train].to(device), x_test=x_test, y_test=y_test)
+    train = data.x_train[:config.n_train].to(device), data.y_train[:config.n_train].to(device)
     for seed, name in result.todo(config.seeds, config.models):
         torch.manual_seed(seed)   # the initial weights
         model = (TutorialCapsNet() if name == "tutorial" else CapsNet()).to(device)

@@ -1,25 +1,10 @@
-"""Chapter 10's comparison of routing methods on one budget.
-
-- ``METHODS``: dynamic routing, no routing (uniform coupling, one step), EM routing between
-  matrix capsules, self-attention routing (Efficient-CapsNet), and EM's fair control "em-spread"
-  (``EM_SPREAD_CONFIG``: matrix capsules on dynamic routing's conv trunk, 287,084 parameters
-  against dynamic's 279,488, trained with the spread loss as the EM paper is, with a final lambda
-  that lets the class activations reach the loss's margin); ``make_model`` builds each, ``LOSS``
-  says which loss trains it (the margin loss unless named there).
-- ``CompareConfig``: every setting in one frozen dataclass, checked on construction;
-  ``PRESETS`` holds one per mode (smoke, quick, gpu, full) and "long", the stored run.
-- ``compare_routing``: per method and seed, train with its loss and test after every epoch on
-  the sample's test digits and on an affine test set; store the indices each run gets wrong
-  on both at the last epoch ("misses", for a per-example paired test); measure the routing
-  step alone (forward, forward + backward); each finished run goes to the JSON at once, and a
-  rerun skips it (``fresh`` starts over). ``summarise`` gives mean and std over seeds.
-
-The command line (``python -m capsedu compare-routing``) is ``capsedu.experiments.shared.arguments``.
+"""Chapter 10's comparison of routing methods on one budget: every method gets the same data, epochs,
+batch and optimiser, is tested after every epoch on the test digits and an affine copy of them, and
+has its routing step timed alone (forward, forward + backward).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from types import SimpleNamespace
 from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
@@ -30,16 +15,11 @@ from capsedu.core.params import count_parameters
 from capsedu.core.routing import dynamic_routing
 from capsedu.data.transforms import affine_test_set
 from capsedu.runtime.arguments import check_config
-from capsedu.experiments.shared.runs import (
-    spread_table,
-    start_experiment,
-    train_epochs,
-)
+from capsedu.experiments.shared.runs import Tester, spread_table, start_experiment, train_epochs
 from capsedu.methods.attention import self_attention_routing
 from capsedu.methods.efficient_capsnet import EfficientCapsNet
 from capsedu.methods.matrix_capsnet import MatrixCapsNet, MatrixCapsNetConfig
 from capsedu.speed.bench import estimate_fit_seconds, median_seconds
-from capsedu.training.evaluation import predict_lengths
 
 __all__ = ["METHODS", "LOSS", "EM_SPREAD_CONFIG", "CompareConfig", "PRESETS", "make_model",
            "routing_step", "estimate_seconds", "compare_routing", "summarise"]
@@ -87,12 +67,10 @@ class CompareConfig:
 PRESETS = {
     # every code path in seconds (the tests)
     "smoke": CompareConfig(seeds=(0,), epochs=1, batch_size=16, n_train=32, n_test=32, cost_repeats=1),
-    # the chapter's live preview on a 2-core CPU (about 60 s): one seed, 2 epochs of 2,500 digits per method;
-    # without "em-spread" (about half of "em"'s time again)
+    # the chapter's live preview on a 2-core CPU (about 60 s), without "em-spread", which would take it past that
     "quick": CompareConfig(methods=("dynamic", "none", "em", "attention"), seeds=(0,), epochs=2, batch_size=16,
                            n_train=2500, n_test=300, cost_repeats=3),
-    # the stored run on a 2-core CPU: the whole sample, 3 seeds, 15 epochs (hours, EM most of
-    # them; the CLI prints its own estimate, measured from a few steps, before it starts)
+    # the stored run on a 2-core CPU (hours, EM most of them: the CLI prints its estimate before it starts)
     "long": CompareConfig(epochs=15),
     # a GPU: the sample with more epochs, and full MNIST
     "gpu": CompareConfig(epochs=15, batch_size=64),
@@ -135,9 +113,8 @@ def routing_step(name: str, model: torch.nn.Module, x: torch.Tensor) -> Callable
 
 
 def _per_call_seconds(fn: Callable[[], object], repeats: int, device) -> float:
-    """The fastest of ``repeats`` rounds, each the mean time of enough calls of ``fn`` to fill ~50 ms.
-    A sub-millisecond step timed one call at a time measures the scheduler, not the step; and on a
-    shared machine the other programs only ever add time, so the fastest round is the best estimate."""
+    """Per call, the fastest of ``repeats`` rounds of ~50 ms of calls: a sub-millisecond step timed one call at
+    a time measures the scheduler, and on a shared machine other programs only ever add time."""
     once = min(median_seconds(fn, 1, warmup=0, device=device) for _ in range(3))   # the first is a warm-up
     calls = max(1, min(1000, int(0.05 / max(once, 1e-6))))
 
@@ -148,11 +125,8 @@ def _per_call_seconds(fn: Callable[[], object], repeats: int, device) -> float:
 
 
 def routing_cost(name: str, model: torch.nn.Module, x: torch.Tensor, repeats: int) -> Dict[str, float]:
-    """Milliseconds of the routing step alone at batch len(x): forward, and forward + backward.
-
-    On a CPU it is timed on one thread (restored afterwards): the routing steps are small, and on
-    a shared machine a second thread mostly adds waiting for it (the median of a sub-millisecond
-    step on two busy threads came out a hundred times its one-thread time)."""
+    """Milliseconds of the routing step alone at batch len(x), forward and forward + backward; on a CPU on one
+    thread, since a second one on a shared machine mostly adds waiting (100x the one-thread time, once)."""
     step = routing_step(name, model, x)
 
     def both():
@@ -169,10 +143,8 @@ def routing_cost(name: str, model: torch.nn.Module, x: torch.Tensor, repeats: in
 
 
 def estimate_seconds(config: CompareConfig, data, device="auto") -> Dict[str, float]:
-    """Seconds each method's training should take under ``config`` on this device (all seeds):
-    ``capsedu.speed.bench.estimate_fit_seconds`` of a fresh model with the margin loss (it times no
-    other; the spread loss costs the same, both a few operations on the scores), testing the test
-    digits and their affine copies after every epoch."""
+    """Seconds each method's training should take on this device, all seeds (``speed.bench.estimate_fit_seconds``
+    with the margin loss, which costs what the spread loss does)."""
     n_test = 2 * len(data.x_test[:config.n_test])                    # the test digits and their affine copies
     return {name: len(config.seeds) * estimate_fit_seconds(make_model(name), data, config.epochs, config.batch_size,
                                                            device, amp="off", loss="margin", n_train=config.n_train,
@@ -187,46 +159,20 @@ def test_sets(data, config: CompareConfig, device) -> Dict[str, Tuple[torch.Tens
     return {"test": (x.to(device), y.to(device)), "affine": (affine[0].to(device), affine[1].to(device))}
 
 
-class _Tester:
-    """``tester(model)`` -> the accuracy on each set; then ``misses``: the sorted indices of the
-    items that call got wrong, per set (the same predictions, so 1 - misses / n is the accuracy)."""
-
-    def __init__(self, sets):
-        self.sets, self.misses = sets, None
-
-    def __call__(self, model) -> Dict[str, float]:
-        accuracy, self.misses = {}, {}
-        for name, (x, y) in self.sets.items():
-            right = predict_lengths(model, x).argmax(dim=1) == y
-            accuracy[name] = right.float().mean().item()
-            self.misses[name] = (~right).nonzero().flatten().tolist()        # ascending
-        return accuracy
-
-
 def compare_routing(config: CompareConfig, out=None, fresh: bool = False, device="auto", data=None,
                     command: Optional[str] = None, preset: Optional[str] = None, progress: bool = True,
                     return_models: bool = False, shard=None) -> Dict:
     """Train each method once per seed (skipping those ``out`` holds, unless ``fresh``); summarise.
-
-    ``out``: the folder of runs, one JSON file per finished method x seed; None keeps the result in
-    memory. ``data``: 28x28 digits as x_train, y_train, x_test, y_test (default:
-    ``load_dataset("mnist", config.source)``). With ``return_models`` the result also holds
-    "models": {method: model trained with the first seed} (not JSON). ``shard``: train only that
-    share of the grid (``capsedu.experiments.shared.runs.Shard``).
-    """
-    _, device, result, data = start_experiment(config, CompareConfig, out, fresh, device, command,
-                                               preset, lambda runs: summarise(runs, config), data, progress,
-                                               shard=shard)
+    ``return_models``: also "models", {method: its model trained with the first seed}."""
+    _, device, result, data = start_experiment(config, CompareConfig, summarise, out, fresh, device, command,
+                                               preset, data, progress, shard)
     sets = test_sets(data, config, device)
-    train = SimpleNamespace(x_train=data.x_train[:config.n_train].to(device),
-                            y_train=data.y_train[:config.n_train].to(device), x_test=sets["test"][0],
-                            y_test=sets["test"][1])
-    cost_x = sets["test"][0][:config.batch_size]
+    train = data.x_train[:config.n_train].to(device), data.y_train[:config.n_train].to(device)
     models = {}
     for seed, name in result.todo(config.seeds, config.methods, "method"):
         torch.manual_seed(seed)  # the initial weights
         model = make_model(name)
-        tester = _Tester(sets)
+        tester = Tester(sets)
         records, seconds = train_epochs(model, train, config.epochs, seed, tester, progress=progress,
                                         desc=f"{name} seed {seed}", batch_size=config.batch_size, lr=config.lr,
                                         lr_schedule="constant", device=device, amp=config.amp,
@@ -235,8 +181,8 @@ def compare_routing(config: CompareConfig, out=None, fresh: bool = False, device
         record = {"method": name, "seed": seed, "params": count_parameters(model), "seconds": round(seconds, 2),
                   "epoch_seconds": [round(r["seconds"], 2) for r in records],
                   "loss": LOSS.get(name, "margin"), "test": records[-1]["test"], "affine": records[-1]["affine"],
-                  "misses": tester.misses,
-                  **routing_cost(name, model, cost_x, config.cost_repeats), "epochs": records}
+                  "misses": tester.misses, **routing_cost(name, model, sets["test"][0][:config.batch_size],
+                                                          config.cost_repeats), "epochs": records}
         result.add(record, seconds)
         if seed == config.seeds[0]:
             models[name] = model

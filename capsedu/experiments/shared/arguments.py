@@ -1,16 +1,8 @@
-"""The command line of the stored-run experiments of chapters 9 and 10: ``python -m capsedu
-robustness|ablation|multimnist|compare-routing|tutorial-vs-fixed``.
-
-The commands take the same options, so one parser builder serves them; it imports no torch
-(``--help`` stays instant), and ``cli_main`` imports the experiment's own module (named in
-``EXPERIMENTS``) only when it runs. Every stored-run command (two-digits too) follows one resume
-rule: ``--out`` is the experiment's folder, one JSON file per finished run; rerunning the command
-skips the runs whose files hold the same settings, ``--fresh`` starts over, other settings are a
-one-line error (``capsedu.experiments.shared.runs.RunFolder``). Before any training: every number
-within its bounds, ``--device``, ``--out``, contradictory flags and the stored files.
-The grid of (model, seed) runs spreads over processes: under torchrun each process takes the runs
-i with i mod WORLD_SIZE = RANK; ``--devices cpu,cpu`` starts torchrun itself, one process per
-device; ``--shard K/N`` takes one share by hand (machines that share the folder).
+"""The command line of the stored-run experiments (``python -m capsedu robustness``, ..., and the options
+two-digits shares): no torch until a command runs, so ``--help`` stays instant; everything is checked
+before any training. The grid of runs spreads over processes: under torchrun each takes the runs i with
+i mod WORLD_SIZE = RANK; ``--devices cpu,cpu`` starts torchrun itself; ``--shard K/N`` takes one share
+by hand (machines that share the folder).
 """
 from __future__ import annotations
 
@@ -23,7 +15,7 @@ import sys
 from capsedu import PRESET_NAMES, current_mode
 from capsedu.runtime.arguments import epochs_int, seed_int, threads_int
 
-__all__ = ["EXPERIMENTS", "add_fresh_argument", "add_grid_arguments", "add_run_arguments", "add_cli_arguments",
+__all__ = ["EXPERIMENTS", "add_fresh_argument", "add_run_arguments", "add_cli_arguments",
            "choose_shard", "run_command", "cli_main"]
 
 # command -> (module, runner, config field that --epochs sets, what one run is, one-line description)
@@ -62,17 +54,8 @@ def _devices(text: str):
     return entries
 
 
-def add_grid_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--devices`` and ``--shard``: every stored-run command with a grid of (model, seed) runs."""
-    parser.add_argument("--devices", type=_devices, default=None, help="spread the grid of runs over these "
-                        "devices, one process each, started by torchrun (a comma list: cpu,cpu or cuda:0,cuda:1; "
-                        "needs --out)")
-    parser.add_argument("--shard", type=_shard, default=None, help="train only the runs i with i mod N = K "
-                        "(machines that share the --out folder; under torchrun each process takes its RANK)")
-
-
 def add_run_arguments(parser: argparse.ArgumentParser, presets, unit: str, epochs_help: str) -> None:
-    """The options every stored-run command of chapters 9 and 10 shares."""
+    """The options every stored-run command shares (two-digits too)."""
     parser.add_argument("--preset", choices=presets, default=None,
                         help="settings: smoke (seconds), quick (the book's preview), long (the stored "
                         "run on a 2-core CPU), gpu, full (default: $CAPSEDU_MODE, else gpu on a GPU, quick on a CPU)")
@@ -84,23 +67,23 @@ def add_run_arguments(parser: argparse.ArgumentParser, presets, unit: str, epoch
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
     parser.add_argument("--threads", type=threads_int, default=2, help="CPU threads for torch")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
-    add_grid_arguments(parser)
+    parser.add_argument("--devices", type=_devices, default=None, help="spread the grid of runs over these "
+                        "devices, one process each, started by torchrun (a comma list: cpu,cpu or cuda:0,cuda:1; "
+                        "needs --out)")
+    parser.add_argument("--shard", type=_shard, default=None, help="train only the runs i with i mod N = K "
+                        "(machines that share the --out folder; under torchrun each process takes its RANK)")
 
 
 def add_cli_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     """The options of one of ``EXPERIMENTS``' commands."""
-    if command not in EXPERIMENTS:
-        raise ValueError(f"unknown experiment {command!r}; expected one of {tuple(EXPERIMENTS)}")
-    epochs = "override the preset's (maximum) epochs" if EXPERIMENTS[command][2] == "max_epochs" else \
-        "override the preset's epochs"
-    add_run_arguments(parser, PRESET_NAMES, EXPERIMENTS[command][3], epochs)
+    maximum = " (maximum)" if EXPERIMENTS[command][2] == "max_epochs" else ""
+    add_run_arguments(parser, PRESET_NAMES, EXPERIMENTS[command][3], f"override the preset's{maximum} epochs")
     parser.set_defaults(experiment=command)
 
 
 def choose_shard(args):
-    """(this process's ``Shard`` or None, its device): ``--shard``, or torchrun's RANK of WORLD_SIZE, whose
-    process LOCAL_RANK takes entry LOCAL_RANK of ``--devices`` (or ``cuda:LOCAL_RANK`` for auto on a GPU
-    machine). Flags that clash: one line."""
+    """(this process's ``Shard`` or None, its device): ``--shard``, or torchrun's RANK of WORLD_SIZE on entry
+    LOCAL_RANK of ``--devices`` (auto on a GPU machine: ``cuda:LOCAL_RANK``). Flags that clash: one line."""
     from capsedu.experiments.shared.runs import Shard
     world, rank, local = (int(os.environ.get(k, d)) for k, d in (("WORLD_SIZE", "1"), ("RANK", "0"), ("LOCAL_RANK", "0")))
     if getattr(args, "fresh", False) and args.out is None:
@@ -126,13 +109,11 @@ def choose_shard(args):
 
 
 def _launch(args) -> None:
-    """``--devices``: torchrun starts this command once per device (without ``--devices``), each process
-    taking its share of the grid; a failed process is one line."""
+    """``--devices``: torchrun starts this command (without ``--devices``) once per device."""
     from torch.distributed.run import main as torchrun
 
     from capsedu.experiments.shared.runs import clear_runs, run_folder
     from capsedu.runtime.device import resolve_device
-    n = len(args.devices)
     for entry in args.devices:
         resolve_device(entry)                         # a device this machine lacks: an error now
     argv, skip = [], False
@@ -146,7 +127,7 @@ def _launch(args) -> None:
     threads = max(1, args.threads // max(1, sum(d == "cpu" for d in args.devices)))
     os.environ.update(CAPSEDU_DEVICES=",".join(args.devices), OMP_NUM_THREADS=str(threads))
     try:
-        torchrun(["--standalone", f"--nproc_per_node={n}", "-m", "capsedu", *argv, "--threads", str(threads)])
+        torchrun(["--standalone", f"--nproc_per_node={len(args.devices)}", "-m", "capsedu", *argv, "--threads", str(threads)])
     except Exception as err:  # torchrun's ChildFailedError lists every process that failed
         raise RuntimeError(f"a process of --devices {','.join(args.devices)} failed ({type(err).__name__}); the "
                            f"finished runs are kept in {args.out}: rerun the same command to resume") from None
@@ -156,9 +137,8 @@ def _launch(args) -> None:
 
 def run_command(args, config, preset: str, run, command_name: str, indent: int = 1,
                 settings_key: str = "settings") -> int:
-    """What every experiment command does once its config is built: check ``--out`` and the stored runs
-    (before any training), take this process's share, train, and print the result as JSON (stdout carries
-    it alone). ``run(out=, fresh=, device=, command=, preset=, progress=, shard=)`` -> the result."""
+    """Check ``--out`` and its runs, take this process's share, ``run(out=, fresh=, device=, command=, preset=,
+    progress=, shard=)`` and print the result as JSON (stdout carries it alone)."""
     import json
 
     import torch
@@ -190,11 +170,7 @@ def run_command(args, config, preset: str, run, command_name: str, indent: int =
 
 
 def cli_main(args) -> int:
-    """Run the experiment ``args.experiment``; the result JSON goes to stdout, its runs to ``--out``.
-
-    Everything is checked before any training: the preset, the overrides, ``--out`` and the runs it
-    holds. A module with ``estimate_seconds(config, data, device)`` gets its estimate printed.
-    """
+    """Run the experiment ``args.experiment``; a module with ``estimate_seconds`` gets its estimate printed."""
     import dataclasses
     import importlib
 

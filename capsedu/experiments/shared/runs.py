@@ -1,25 +1,10 @@
-"""What every stored-run experiment shares (two-digits, robustness, ablation, multimnist, compare-routing).
+"""What every stored-run experiment shares: its folder of runs with the resume rule, training epoch by epoch, summaries.
 
-An experiment is a grid of runs, one per (name, seed): a model, variant or method trained with one
-seed. Each finished run is one sealed JSON file (``capsedu.runtime.stored``: format, checksum, the
-header's provenance and settings, and the run's record under ``"run"``) in the experiment's folder,
-``<name>-seed<k>.json`` (``seed<k>.json`` where the grid has one model), written atomically by the
-process that trained it. Nothing is merged and no two processes write one file, so the grid can be
-split any way: ``--shard K/N`` or torchrun's RANK of WORLD_SIZE keeps run i if i mod N = K.
-
-- ``start_experiment``: the preamble every experiment runs: check the config's type, the folder
-  and the run files already in it (before any training), the device, the data.
-- ``RunFolder``: the resume rule. A run whose file holds the same settings is skipped (the grid's
-  own fields, seeds and names, may differ: a grid can grow); a file of other settings is a one-line
-  error naming them; ``fresh`` removes the folder's run files first. ``checkpoint`` gives a run a
-  file to continue from after an interruption, removed once the run's own file is written.
-- ``stored_or_preview(name)``: a stored experiment as the chapters read it, its folder read as one
-  object (``capsedu.runtime.stored.read_runs``) with the summary its experiment computes from the runs.
-- ``train_epochs``: ``capsedu.training.loop``'s own steps (``start_run``, ``train_epoch``), with a test
-  of the model after every epoch, an optional stop (early stopping on a validation split)
-  and optional fresh training data each epoch (pairs generated on the fly).
-- ``spread``: mean and sample standard deviation of a list; ``spread_table``: one row per group
-  of runs with the mean and std of each field (the experiments' summaries).
+An experiment is a grid of (name, seed) runs. Each finished run is one sealed JSON file
+(``capsedu.runtime.stored``), ``<name>-seed<k>.json`` (``seed<k>.json`` for a grid of one model),
+written atomically by the process that trained it: nothing is merged and no two processes write
+one file, so the grid can be split any way (``Shard``). ``RunFolder`` is the resume rule: a run
+stored with the same settings is skipped, other settings are a one-line error, ``fresh`` clears.
 """
 from __future__ import annotations
 
@@ -30,6 +15,7 @@ import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
@@ -40,17 +26,16 @@ from capsedu.runtime import results
 from capsedu.runtime.device import resolve_device
 from capsedu.runtime.files import interrupted
 from capsedu.runtime.stored import StoredRunError, run_files, run_settings, write_stored
-from capsedu.training.evaluation import float_targets
+from capsedu.training.evaluation import float_targets, predict_lengths
 from capsedu.training.loop import epoch_record, start_run, train_epoch
 
-__all__ = ["settings", "Shard", "run_folder", "clear_runs", "start_experiment", "RunFolder", "stored_or_preview",
-           "spread", "spread_table", "train_epochs"]
+__all__ = ["settings", "Shard", "run_folder", "clear_runs", "start_experiment", "RunFolder", "config_from_settings",
+           "stored_or_preview", "spread", "spread_table", "scored", "Tester", "train_epochs"]
 
 # a stored folder's first word -> (the experiment's module, its config class): what summarises its runs
 STORED = {"ablation": ("ablation", "AblationConfig"), "robustness": ("robustness", "RobustnessConfig"),
           "multimnist": ("multimnist", "MultiMNISTConfig"), "compare_routing": ("compare_routing.run", "CompareConfig"),
           "tutorial_vs_fixed": ("tutorial_vs_fixed", "TutorialConfig"), "two_digits": ("two_digits.run", "TwoDigitConfig")}
-
 
 
 def settings(config) -> Dict:
@@ -91,15 +76,11 @@ def clear_runs(folder: Path) -> None:
         path.unlink()
 
 
-def start_experiment(config, kind: type, out, fresh: bool, device, command: Optional[str], preset: Optional[str],
-                     summarise: Optional[Callable], data=None, progress: bool = True, settings_key: str = "settings",
-                     summary_key: str = "summary", shard: Optional[Shard] = None):
-    """The preamble of every experiment: (folder or None, device, ``RunFolder``, data).
-
-    ``config`` must be a ``kind``; ``out`` (the folder of runs) and its run files are checked before any
-    training; ``data`` defaults to ``load_dataset("mnist", config.source)`` on the CPU. The keys name the
-    settings and the summary in the result (two-digits: "config" and "table"). ``summarise(runs)``.
-    """
+def start_experiment(config, kind: type, summarise: Callable, out, fresh: bool, device, command: Optional[str],
+                     preset: Optional[str], data=None, progress: bool = True, shard: Optional[Shard] = None,
+                     settings_key: str = "settings", summary_key: str = "summary"):
+    """(folder or None, device, ``RunFolder``, data), ``out`` and its runs checked before any training; the
+    summary is ``summarise(runs, config)``, the keys name it and the settings (two-digits: "table", "config")."""
     if not isinstance(config, kind):
         article = "an" if kind.__name__[0] in "AEIOU" else "a"
         raise TypeError(f"config must be {article} {kind.__name__}, got {type(config).__name__}")
@@ -107,18 +88,15 @@ def start_experiment(config, kind: type, out, fresh: bool, device, command: Opti
     device = resolve_device(device)
     header = {**results.provenance(command, str(device)), "device": str(device), "preset": preset,
               settings_key: settings(config)}
-    runs = RunFolder(folder, header, fresh, summarise, settings_key, summary_key, shard)
+    runs = RunFolder(folder, header, fresh, lambda done: summarise(done, config), settings_key, summary_key, shard)
     if data is None:
         data = load_dataset("mnist", config.source, device="cpu", verbose=progress)
     return folder, device, runs, data
 
 
 class RunFolder:
-    """An experiment's runs: those its folder already holds (same settings) and those trained now.
-
-    With ``folder=None`` nothing is written (the book's previews). ``summarise(runs)`` -> the
-    ``summary_key`` entry of ``finish``. ``shard``: this process trains only its share of the grid.
-    """
+    """An experiment's runs: those its folder holds (same settings) and those trained now (``folder=None``:
+    nothing is written, the book's previews). ``shard``: this process trains only its share of the grid."""
 
     def __init__(self, folder: Optional[Path], header: Dict, fresh: bool = False,
                  summarise: Optional[Callable[[List[Dict]], object]] = None, settings_key: str = "settings",
@@ -144,20 +122,17 @@ class RunFolder:
 
     def todo(self, seeds: Sequence[int], names: Optional[Sequence[str]] = None,
              key: str = "model") -> List[Tuple[int, Optional[str]]]:
-        """The (seed, name) runs to train here, in the grid's order (seed by seed, then ``names``; None:
-        one run per seed): this process's share (``shard``) of those the folder does not hold."""
+        """This process's share of the (seed, name) runs the folder lacks, seed by seed (``names`` None: one each)."""
         self.grid, self.key = [(s, n) for s in seeds for n in (names or [None])], key
         mine = self.grid if self.shard is None else self.grid[self.shard.index::self.shard.count]
         return [(s, n) for s, n in mine if self.stem(s, n) not in self.done]
 
     def checkpoint(self, stem: str) -> Optional[str]:
-        """The file the unfinished run ``stem`` checkpoints into (resumed after an interruption; removed
-        when the run's file is written); None without a folder."""
+        """The file the unfinished run ``stem`` checkpoints into, until its run file is written (None: no folder)."""
         return None if self.folder is None else str(self.folder / f"{stem}.ckpt.pt")
 
     def add(self, record: Dict, seconds: float) -> None:
-        """A finished run: its file written (atomically, sealed), its checkpoint removed. After a Ctrl-C
-        that something swallowed, the run is kept and the interrupt goes on."""
+        """A finished run: its sealed file written, its checkpoint removed; then a swallowed Ctrl-C goes on."""
         stem = self.stem(record["seed"], record.get(self.key))
         self.done[stem], self.seconds[stem] = record, round(seconds, 2)
         if self.folder is not None:
@@ -168,8 +143,7 @@ class RunFolder:
             raise KeyboardInterrupt
 
     def finish(self) -> Dict:
-        """The experiment as far as it is done: the header, the grid's finished runs in order, their
-        seconds, the summary."""
+        """The experiment so far: the header, the grid's finished runs in order, their seconds, the summary."""
         stems = [self.stem(s, n) for s, n in self.grid if self.stem(s, n) in self.done]
         runs = [self.done[stem] for stem in stems]
         return {**self.header, "runs": runs, "seconds": round(sum(self.seconds[stem] for stem in stems), 2),
@@ -180,17 +154,21 @@ def _tuples(value):
     return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
 
 
+def config_from_settings(kind: type, stored: Dict):
+    """The config dataclass ``kind`` of stored settings (their JSON lists back to tuples)."""
+    return kind(**{k: _tuples(v) for k, v in stored.items()})
+
+
 def stored_or_preview(name: str, check: Optional[Callable[[Dict], object]] = None):
-    """``capsedu.runtime.results.stored_or_preview`` of the folder ``results/<name>``, with the summary
-    its experiment's ``summarise`` computes from the stored runs (under "summary"; two-digits: "table")
-    added before ``check(data)``."""
+    """``capsedu.runtime.results.stored_or_preview`` of ``results/<name>``, with its experiment's summary of the
+    stored runs ("summary"; two-digits: "table") added before ``check(data)``."""
     import importlib
     module_name, config_name = next(v for k, v in STORED.items() if name.startswith(k))
     module = importlib.import_module(f"capsedu.experiments.{module_name}")
 
     def summarised(data):
         key = "config" if "config" in data else "settings"
-        config = getattr(module, config_name)(**{k: _tuples(v) for k, v in data[key].items()})
+        config = config_from_settings(getattr(module, config_name), data[key])
         data["table" if key == "config" else "summary"] = module.summarise(data["runs"], config)
         if check is not None:
             check(data)
@@ -219,18 +197,39 @@ def spread_table(runs: List[Dict], key: str, names: Sequence[str], fields: Seque
     return table
 
 
-def train_epochs(model, data, epochs: int, seed: int, test: Callable[[torch.nn.Module], Dict],
+def scored(model, sets: Dict[str, Tuple[torch.Tensor, torch.Tensor]]):
+    """(accuracy, sorted indices missed, predictions), each per name of ``sets`` (name -> images, labels):
+    the misses let two runs be compared item by item (McNemar's test)."""
+    accuracy, misses, predictions = {}, {}, {}
+    for name, (x, y) in sets.items():
+        predictions[name] = predict_lengths(model, x).argmax(dim=1)        # (N,)
+        right = predictions[name] == y
+        accuracy[name] = right.float().mean().item()
+        misses[name] = (~right).nonzero().flatten().tolist()             # ascending
+    return accuracy, misses, predictions
+
+
+class Tester:
+    """``tester(model)`` -> ``scored``'s accuracies (a ``train_epochs`` test); then ``misses``: that call's."""
+
+    def __init__(self, sets):
+        self.sets, self.misses = sets, {}
+
+    def __call__(self, model) -> Dict[str, float]:
+        accuracy, self.misses, _ = scored(model, self.sets)
+        return accuracy
+
+
+def train_epochs(model, train: Tuple[torch.Tensor, torch.Tensor], epochs: int, seed: int, test: Callable[..., Dict],
                  stop: Optional[Callable[[List[Dict]], bool]] = None,
                  fresh_data: Optional[Callable[[int], Tuple[torch.Tensor, torch.Tensor]]] = None,
                  progress: bool = True, desc: str = "train", **fit_options) -> Tuple[List[Dict], float]:
-    """Train as ``fit`` does (same steps, same options), calling ``test(model)`` after each epoch.
-
-    Returns (one record per epoch: ``fit``'s fields plus ``test``'s, seconds). ``stop(records)``
-    True ends training after that epoch. ``fresh_data(epoch)`` -> (x_train, y_train) replaces the
-    training set before each epoch. ``data.x_test`` is not used here: ``test`` does the testing.
-    """
+    """Train on ``train`` (images, labels) as ``fit`` does, with ``test(model)``'s numbers in each epoch's record:
+    (records, seconds). ``stop(records)`` True ends training; ``fresh_data(epoch)`` replaces ``train``."""
     t0 = time.perf_counter()
-    run = start_run(model, data, epochs=epochs, seed=seed, **fit_options)
+    x, y = train  # fit's test split goes unused: ``test`` does the testing
+    run = start_run(model, SimpleNamespace(x_train=x, y_train=y, x_test=x[:1], y_test=y[:1]), epochs=epochs,
+                    seed=seed, **fit_options)
     records = []
     for epoch in tqdm(range(1, epochs + 1), desc=desc, unit="epoch", disable=not progress, leave=False):
         if fresh_data is not None:

@@ -1,60 +1,34 @@
-"""``python -m capsedu two-digits``: chapter 7's experiment from the command line.
-
-- ``add_cli_arguments``: its options (no torch is imported, so ``--help`` is instant).
-- ``config_from_args``: the preset named by ``--preset`` with the options' overrides, one
-  ``TwoDigitConfig``, checked before any work starts.
-- ``cli_main``: ``capsedu.experiments.shared.arguments.run_command``, as for every experiment:
-  ``--out`` checked first and resumed by the one rule (a file per finished run; an unfinished one
-  continues from its checkpoint; ``--fresh`` starts over), ``--devices``, ``--shard`` or torchrun
-  spread the grid of (model, seed) runs over processes, the JSON printed.
-"""
+"""``python -m capsedu two-digits``: chapter 7's experiment from the command line, run as every experiment
+is (``capsedu.experiments.shared.arguments.run_command``); no torch is imported, so ``--help`` is instant."""
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Tuple
 
 from capsedu import AMP_CHOICES, SOURCES
-from capsedu.experiments.shared.arguments import add_fresh_argument, add_grid_arguments
-from capsedu.experiments.two_digits.config import (
-    INITS,
-    LAYOUTS,
-    SCHEDULES,
-    MODELS,
-    PRESETS,
-    TwoDigitConfig,
-    preset,
-)
-from capsedu.runtime.arguments import batch_int, epochs_int, float_in, int_in, positive_int, seed_int, threads_int
+from capsedu.experiments.shared.arguments import add_run_arguments, run_command
+from capsedu.experiments.two_digits.config import INITS, LAYOUTS, MODELS, PRESETS, SCHEDULES, TwoDigitConfig, preset
+from capsedu.runtime.arguments import batch_int, float_in, int_in, positive_int, seed_int
 
 __all__ = ["add_cli_arguments", "config_from_args", "cli_main"]
 
-# option -> TwoDigitConfig field; every option overrides the preset's value.
-CLI_OPTIONS = {"models": "models", "seeds": "seeds", "epochs": "epochs", "batch_size": "batch_size", "lr": "lr",
-               "lr_schedule": "lr_schedule", "margin_lam": "margin_lam", "squash_k": "squash_k",
-               "iterations": "iterations", "init": "init", "limit": "n_train", "test_limit": "n_test",
-               "pairs": "n_pairs", "layouts": "layouts", "shift": "shift", "amp": "amp", "pair_seed": "pair_seed",
-               "source": "source"}
+# every option of a TwoDigitConfig field's name overrides that field; these three override another
+RENAMED = {"limit": "n_train", "test_limit": "n_test", "pairs": "n_pairs"}
 
 
 def add_cli_arguments(d) -> None:
     """The options of ``python -m capsedu two-digits`` (an argparse parser)."""
-    d.add_argument("--preset", choices=tuple(PRESETS), default=None,
-                   help="the book's settings for a mode, or long (the stored CPU run); default: $CAPSEDU_MODE")
-    d.add_argument("--out", default=None, help="the experiment's folder (created if missing): one JSON file per "
-                   "finished model x seed; rerunning the same command skips the runs it holds")
-    add_fresh_argument(d)
+    add_run_arguments(d, tuple(PRESETS), "model x seed", "epochs for every model")
     d.add_argument("--source", choices=SOURCES, default=None, help="MNIST source (default: the preset's)")
     d.add_argument("--root", default=None, help="data folder (default: $CAPSEDU_DATA or ~/.cache/capsedu)")
-    d.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
-    d.add_argument("--threads", type=threads_int, default=2, help="CPU threads for torch")
     d.add_argument("--models", nargs="+", choices=tuple(MODELS), default=None, help="which models to train")
-    d.add_argument("--seeds", nargs="+", type=seed_int, default=None, help="one training run per seed")
-    d.add_argument("--epochs", type=epochs_int, default=None, help="epochs for every model")
     d.add_argument("--batch-size", type=batch_int, default=None, help="images per step")
     d.add_argument("--lr", type=float_in(0, 10, "a positive learning rate"), default=None, help="Adam learning rate")
     d.add_argument("--lr-schedule", choices=SCHEDULES, default=None, help="constant (Su's) or cosine")
     d.add_argument("--margin-lam", type=float_in(0, 10, "a number >= 0", low_open=False), default=None,
                    help="margin loss weight of the absent classes (Su: 0.25)")
-    d.add_argument("--squash-k", type=float_in(0, 1000, "a positive number"), default=None, help="k in |s|^2/(k+|s|^2) (capsule heads)")
+    d.add_argument("--squash-k", type=float_in(0, 1000, "a positive number"), default=None,
+                   help="k in |s|^2/(k+|s|^2) (capsule heads)")
     d.add_argument("--iterations", type=int_in(1, 100), default=None, help="routing iterations")
     d.add_argument("--init", choices=INITS, default=None, help="initial weights: Keras's defaults (Su's) or PyTorch's")
     d.add_argument("--limit", type=positive_int, default=None, help="train on the first N digits only")
@@ -64,25 +38,19 @@ def add_cli_arguments(d) -> None:
     d.add_argument("--shift", type=int_in(0, 14), default=None, help="random shift augmentation, pixels")
     d.add_argument("--amp", choices=AMP_CHOICES, default=None, help="mixed precision")
     d.add_argument("--pair-seed", type=seed_int, default=None, help="seed of the test pairs")
-    d.add_argument("--no-progress", action="store_true", help="no progress bar")
-    add_grid_arguments(d)
 
 
 def config_from_args(args) -> Tuple[str, TwoDigitConfig]:
     """(preset name, its config with the command line's overrides); ValueError names a bad value."""
     from capsedu import current_mode
     name = args.preset or current_mode()
-    changes = {f: getattr(args, opt) for opt, f in CLI_OPTIONS.items() if getattr(args, opt) is not None}
-    for key in ("models", "seeds", "layouts"):
-        if key in changes:
-            changes[key] = tuple(changes[key])
+    known = {f.name for f in fields(TwoDigitConfig)}
+    changes = {RENAMED.get(k, k): v for k, v in vars(args).items() if RENAMED.get(k, k) in known and v is not None}
     return name, preset(name).replace(**changes)
 
 
 def cli_main(args) -> int:
     """Run the experiment for the command line; the JSON goes to stdout (and its runs to ``--out``)."""
-    from capsedu.experiments.shared.arguments import run_command
-
     name, config = config_from_args(args)               # every check happens before any work
 
     def run(device, **options):

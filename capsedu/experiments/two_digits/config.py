@@ -1,11 +1,5 @@
-"""The settings of Su Jianlin's two-digit experiment, one object (no torch needed).
-
-- ``TwoDigitConfig``: every setting of one run of the experiment, checked when it is built,
-  so a bad value fails before any training starts. The experiment (``two_digits.py``),
-  chapter 7 and ``python -m capsedu two-digits`` all take this one object.
-- ``PRESETS``: the book's settings per mode (smoke, quick, gpu, full) and ``long``, the
-  stored CPU run that chapter 7 shows beside its live preview.
-"""
+"""The settings of Su Jianlin's two-digit experiment, one object checked when it is built (no torch needed),
+so that a bad value fails before any training starts; ``PRESETS``: one per mode and "long", the stored run."""
 from __future__ import annotations
 
 import math
@@ -34,12 +28,8 @@ SU_EPOCHS = {"pooling": 20, "capsule-su": 10, "capsule-hinton": 10, "capsule-su-
 
 @dataclass(frozen=True)
 class TwoDigitConfig:
-    """One run of the two-digit experiment: train on single digits, test on pairs.
-
-    ``epochs``: one int for every model, or a mapping model -> epochs (Su: ``SU_EPOCHS``).
-    ``n_train``/``n_test``: the first N training/test digits (None: all). ``curve``: also
-    measure the pair accuracies after every epoch (the learning curve of the stored run).
-    """
+    """``epochs``: one int for every model, or model -> epochs (Su: ``SU_EPOCHS``); ``n_train``/``n_test``: the
+    first N digits (None: all); ``curve``: the pair accuracies after every epoch too (the learning curve)."""
     models: Tuple[str, ...] = tuple(MODELS)
     seeds: Tuple[int, ...] = (0, 1, 2)
     epochs: Union[int, Mapping[str, int]] = 4
@@ -79,8 +69,7 @@ class TwoDigitConfig:
 
     def as_dict(self) -> Dict:
         """Plain JSON types (lists, not tuples), as stored in a result."""
-        d = asdict(self)
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "TwoDigitConfig":
@@ -101,16 +90,14 @@ _SAMPLE = dict(source="sample", n_train=None, n_test=None)  # the sample's 9,000
 PRESETS: Dict[str, TwoDigitConfig] = {
     # every code path, a handful of steps
     "smoke": TwoDigitConfig(seeds=(0,), epochs=1, n_train=64, n_test=100, n_pairs=100, source="sample"),
-    # the chapter's live preview on 2 CPU cores (within its 3 minutes): pooling and Su's capsule head (the
-    # stored run has all four), one seed, all 9,000 sample digits, three epochs for the capsule head and five
-    # for pooling, which learns single digits more slowly (Su gave it twice theirs)
+    # the chapter's live preview on 2 CPU cores (within its 3 minutes); pooling gets more epochs: it learns
+    # single digits more slowly (Su gave it twice theirs)
     "quick": TwoDigitConfig(models=("pooling", "capsule-su"), seeds=(0,), epochs=QUICK_EPOCHS, n_pairs=500, **_SAMPLE),
-    # a GPU (a Colab T4 in ~4 min, estimated): all of MNIST where it downloads, three seeds, two epochs,
-    # the GPU's own precision (capsedu.runtime.device: fp16 on a T4, bf16 from compute capability 8.0)
+    # a GPU (a Colab T4 in ~4 min, estimated), in its own precision (capsedu.runtime.device.resolve_amp)
     "gpu": TwoDigitConfig(epochs=2, batch_size=64, n_pairs=2000, source="auto", amp="auto"),
     # Su's script: all of MNIST, batch 128, constant learning rate, 20 / 10 epochs
     "full": TwoDigitConfig(epochs=SU_EPOCHS, batch_size=128, lr_schedule="constant", n_pairs=10000, source="auto"),
-    # the stored CPU run (results/two_digits_long.json): 12 epochs, three seeds, the learning curve
+    # the stored CPU run (results/two_digits_long), with the learning curve
     "long": TwoDigitConfig(epochs=12, curve=True, **_SAMPLE),
 }
 

@@ -1,15 +1,6 @@
-"""Su Jianlin's two-digit experiment: train on single digits, recognise two at once.
-
-- ``pair_metrics``: Su's top-2 and top-2 > 0.5 accuracies, by ``capsedu.training.evaluation.set_hits``
-  (the top-k of the scores is exactly the k true classes; a tie at the border of the top-k is a miss).
-- ``make_model``: the pooling baseline or a shared-weight capsule head (Su's January or March
-  routing, or Hinton's), ~280k parameters each, initialised as Keras does, as in Su's script.
-- ``two_digit_experiment(data, config)``: every model once per seed on single digits, tested on
-  pairs of two distinct digits (vertical, horizontal, overlapping); a JSON-friendly dict. With
-  ``out`` (a folder, one JSON file per run) it resumes as every stored run does
-  (``capsedu.experiments.shared.runs.RunFolder``): finished runs are kept, an interrupted one continues
-  from its last epoch; ``fresh`` starts over.
-- ``format_table``, ``curve``: the result's summary (mean ± std over seeds) and learning curves.
+"""Su Jianlin's two-digit experiment: train on single digits, recognise two at once (pairs of distinct
+digits, vertical, horizontal or overlapping). The heads, ~280k parameters each, start as Keras's
+defaults do, as in Su's script; a tie at the border of the top-2 counts as a miss.
 """
 from __future__ import annotations
 
@@ -40,7 +31,6 @@ __all__ = ["pair_metrics", "misses", "make_model", "two_digit_test_set",
 CONFIDENCE = 0.5
 
 
-# ---------------------------------------------------------------- the metric
 def pair_metrics(scores: torch.Tensor, targets: torch.Tensor) -> Dict[str, float]:
     """Su's two accuracies, "top2" and "top2_conf" (2nd score also > 0.5), and "ties": the share of
     images whose weaker true class ties with the strongest false one (counted as misses here)."""
@@ -51,10 +41,7 @@ def pair_metrics(scores: torch.Tensor, targets: torch.Tensor) -> Dict[str, float
 
 
 def make_model(name: str, squash_k: float = 0.5, iterations: int = 3, init: str = "keras") -> nn.Module:
-    """One of ``MODELS`` (squash_k and iterations matter for the capsule heads only).
-
-    ``init="keras"``: Su's initialisation (Keras defaults); ``"torch"``: PyTorch's defaults.
-    """
+    """One of ``MODELS``; ``init="keras"``: Su's initialisation (Keras's defaults), ``"torch"``: PyTorch's."""
     if name not in MODELS:
         raise ValueError(f"unknown model {name!r}; expected one of {tuple(MODELS)}")
     if init not in INITS:
@@ -67,10 +54,7 @@ def make_model(name: str, squash_k: float = 0.5, iterations: int = 3, init: str 
 
 
 def two_digit_test_set(x: torch.Tensor, y: torch.Tensor, n: int, layout: str, seed: int = 1234):
-    """n test images of two distinct digits in ``layout``, with multi-hot targets (n, 10).
-
-    The same ``seed`` draws the same digit pairs for every layout, so layouts differ in layout only.
-    """
+    """n images of two distinct digits in ``layout``, multi-hot targets (n, 10); one seed: one pairing."""
     if layout not in LAYOUTS:
         raise ValueError(f"unknown layout {layout!r}; expected one of {LAYOUTS}")
     generator = torch.Generator().manual_seed(seed)  # on the CPU: the same pairs on any device
@@ -79,7 +63,6 @@ def two_digit_test_set(x: torch.Tensor, y: torch.Tensor, n: int, layout: str, se
     return two_digit_pairs(x, y, n, layout, generator=generator)       # (n, 1, 56, 28) or (n, 1, 28, 56)
 
 
-# ---------------------------------------------------------------- the experiment
 def _check_data(data):
     for split in ("train", "test"):
         x, y = getattr(data, "x_" + split, None), getattr(data, "y_" + split, None)
@@ -95,10 +78,7 @@ def _pair_scores(model, tests) -> Dict[str, float]:
 
 
 def misses(model, x: torch.Tensor, y: torch.Tensor, tests) -> Dict[str, List[int]]:
-    """The test items a trained model gets wrong, by index: single digits ("single") and each layout's pairs.
-
-    Stored with every run so that two models can be compared item by item (McNemar's test).
-    """
+    """The indices a model gets wrong, of the single digits ("single") and of each layout's pairs (for McNemar)."""
     wrong = {"single": (predict_lengths(model, x).argmax(dim=1) != y.to(x.device)).nonzero().flatten().tolist()}
     for layout, (images, targets) in tests.items():
         wrong[layout] = (~set_hits(predict_lengths(model, images), targets)).nonzero().flatten().tolist()
@@ -108,21 +88,10 @@ def misses(model, x: torch.Tensor, y: torch.Tensor, tests) -> Dict[str, List[int
 def two_digit_experiment(data, config: TwoDigitConfig, out=None, fresh: bool = False, device="auto",
                          progress: bool = True, command: Optional[str] = None, preset: Optional[str] = None,
                          return_models: bool = False, shard=None) -> Dict:
-    """Train each model of ``config`` once per seed on single digits; test on single digits and pairs.
-
-    ``data``: x_train, y_train, x_test, y_test (images (N, 1, H, W), integer labels). Training
-    follows Su's script: Adam, the multi-class margin loss (m+ 0.9, m- 0.1, ``margin_lam``), no
-    shifts unless ``shift``. Test pairs are drawn once from the test digits (``pair_seed``) and
-    shared by every model, seed and layout. ``out``: the folder of runs, one JSON file per finished
-    run, resumed when rerun (``fresh``: start over); each run keeps a checkpoint there until its file
-    is written. Returns the header (provenance,
-    "config", "meta"), "runs", "table" and "seconds"; ``return_models`` adds "trained":
-    {model: [model per seed trained here]} (not JSON). ``shard``: train only that share of the grid
-    (``capsedu.experiments.shared.runs.Shard``).
-    """
-    _, device, result, _ = start_experiment(config, TwoDigitConfig, out, fresh, device, command, preset,
-                                            lambda runs: summarise(runs, config), data, progress,
-                                            settings_key="config", summary_key="table", shard=shard)
+    """Train each model once per seed on single digits as Su's script does (Adam, the margin loss); test on
+    single digits and on pairs drawn once (``pair_seed``). ``return_models`` adds "trained": {model: [models]}."""
+    _, device, result, _ = start_experiment(config, TwoDigitConfig, summarise, out, fresh, device, command, preset,
+                                            data, progress, shard, settings_key="config", summary_key="table")
     _check_data(data)
     amp = resolve_amp(config.amp, device)
     x_train, y_train = data.x_train[:config.n_train].to(device), data.y_train[:config.n_train].to(device)
@@ -136,8 +105,8 @@ def two_digit_experiment(data, config: TwoDigitConfig, out=None, fresh: bool = F
 
     # seed by seed, so that an interrupted run already compares every model on its first seeds
     todo = [(m, s) for s, m in result.todo(config.seeds, config.models)]
-    total_epochs = sum(config.epochs[m] for m, _ in todo)
-    bar = tqdm(total=total_epochs, desc="two-digit experiment", unit="epoch", disable=not progress)
+    bar = tqdm(total=sum(config.epochs[m] for m, _ in todo), desc="two-digit experiment", unit="epoch",
+               disable=not progress)
     for name, seed in todo:
         t0 = time.perf_counter()
         torch.manual_seed(seed)  # initial weights: the capsule heads start from the same ones
@@ -171,9 +140,7 @@ def two_digit_experiment(data, config: TwoDigitConfig, out=None, fresh: bool = F
 
 
 def estimate_seconds(config: TwoDigitConfig, data, device="auto") -> float:
-    """Rough wall time of ``two_digit_experiment(data, config)`` on ``device``
-    (``capsedu.speed.bench.estimate_fit_seconds``): training steps of a capsule head (the slower
-    kind) timed here, scaled to every epoch of every run, with a test pass of the pairs per epoch."""
+    """Rough wall time of ``two_digit_experiment(data, config)``, from steps of a capsule head (the slower kind)."""
     model = make_model("capsule-su", config.squash_k, config.iterations, config.init)
     model.to(memory_format=torch.channels_last)
     n_test = len(data.x_test[:config.n_test]) + config.n_pairs * len(config.layouts)
@@ -181,15 +148,12 @@ def estimate_seconds(config: TwoDigitConfig, data, device="auto") -> float:
                                 device, amp="off", loss="margin", n_train=config.n_train, test_images=n_test)
 
 
-def _fields(layouts) -> List[str]:
-    return ["single_acc"] + [f"{lay}_{m}" for lay in layouts for m in ("top2", "top2_conf", "ties")]
-
-
 def summarise(runs: List[Dict], config: TwoDigitConfig) -> List[Dict]:
     """One row per model with finished runs: mean and std over its seeds."""
     def head(name, mine):
         return {"model": name, "head": MODELS[name], "params": mine[0]["params"], "seeds": len(mine)}
-    return spread_table(runs, "model", config.models, _fields(config.layouts), head)
+    fields = ["single_acc"] + [f"{lay}_{m}" for lay in config.layouts for m in ("top2", "top2_conf", "ties")]
+    return spread_table(runs, "model", config.models, fields, head)
 
 
 def format_table(result: Dict, digits: int = 3, html: bool = False) -> str:
@@ -197,12 +161,9 @@ def format_table(result: Dict, digits: int = 3, html: bool = False) -> str:
     layouts = result["config"]["layouts"]
     heads = ["model", "params", "seeds", "single digit"] + [f"{lay} {m}" for lay in layouts
                                                            for m in ("top-2", "top-2 > 0.5")]
-    rows = []
-    for row in result["table"]:
-        cells = [row["model"], f"{row['params']:,}", row["seeds"]]
-        for f in ["single_acc"] + [f"{lay}_{m}" for lay in layouts for m in ("top2", "top2_conf")]:
-            cells.append(mean_std(row[f], row[f + "_std"], digits))
-        rows.append(cells)
+    fields = ["single_acc"] + [f"{lay}_{m}" for lay in layouts for m in ("top2", "top2_conf")]
+    rows = [[r["model"], f"{r['params']:,}", r["seeds"], *(mean_std(r[f], r[f + "_std"], digits) for f in fields)]
+            for r in result["table"]]
     return render_table(heads, rows, html)
 
 
