@@ -355,14 +355,14 @@ def test_routing_works_under_torch_compile():
         assert torch.allclose(compiled(u_hat, 3, mode), dynamic_routing(u_hat, 3, mode), atol=1e-6)
 
 
-def test_capsnet_overfits_64_digits():
+def test_capsnet_overfits_32_digits():
     data = load_dataset("mnist", source="sample", verbose=False)
-    x, y = data.x_train[:64], data.y_train[:64]
+    x, y = data.x_train[:32], data.y_train[:32]
     torch.manual_seed(0)
     model = CapsNet()
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     losses, accs = [], []
-    for _ in range(30):
+    for _ in range(20):
         _, lengths, rec = model(x, y)
         loss = margin_loss(lengths, y) + reconstruction_loss(rec, x)
         opt.zero_grad()
