@@ -7,7 +7,8 @@ the old header, the run's record under ``"run"``, its own ``"seconds"``, and ``"
 old file's name, checksum, total seconds, written, started, resumed and shards: nothing of it is
 dropped but the summary, which the readers recompute). Weights files move into the folder. Each old
 file is checked first (checksum, schema); it is removed only after its folder reads back to the
-same runs, in the same order, record for record.
+same runs, in the same order, record for record. It ran while two-digits still stored "config" and
+"table"; ``scripts/rename_two_digit_keys.py`` renamed them afterwards.
 """
 from __future__ import annotations
 

@@ -43,8 +43,8 @@ class TwoDigitReport:
     def __post_init__(self):
         if self.result is not None:
             r = self.result
-            self.runs, self.rows = r["runs"], {row["model"]: row for row in r["table"]}
-            self.models, self.layouts, self.n_pairs = list(self.rows), r["config"]["layouts"], r["config"]["n_pairs"]
+            self.runs, self.rows = r["runs"], {row["model"]: row for row in r["summary"]}
+            self.models, self.layouts, self.n_pairs = list(self.rows), r["settings"]["layouts"], r["settings"]["n_pairs"]
             self.n_test = r["meta"]["n_test"]    # single test digits: the first n_test of the data's test set
 
     def describe(self) -> str:
@@ -52,12 +52,12 @@ class TwoDigitReport:
         r = self.result
         if r is None:
             return self.note
-        c, started = r["config"], r.get("started") or r["date"]
+        c, started = r["settings"], r.get("started") or r["date"]
         if not self.stored:
             m = r["meta"]
             return (f"live preview: trained on {m['n_train']:,} single digits ({m['data'][1]}), tested on {self.n_test:,} "
                     f"single digits and {self.n_pairs:,} pairs per layout; {len(c['seeds'])} seed(s); "
-                    f"{r['seconds']:.0f} s on {m['device']}")
+                    f"{r['seconds']:.0f} s on {r['device']}")
         if self.label == CONTROL:
             return (f"stored control: {r['command']}\n  started {started}, on {r['hardware']}; {len(self.runs)} of "
                     f"{len(c['seeds'])} seeds trained, iterations = {c['iterations']}")
@@ -158,8 +158,8 @@ class TwoDigitReport:
 def two_digit_report(name: str, live: Optional[Dict] = None, control: bool = False) -> TwoDigitReport:
     """The stored run ``results/<name>`` (``control``: the r = 1 control); where it is missing, damaged or
     lacks what this reader quotes, ``live`` with the note why, or, without ``live``, no result and the note."""
-    def check(d):  # what describe() quotes beyond the config that the summary already needed
-        return d["meta"]["n_test"], d["config"]["epochs"].values(), d["command"], d["hardware"], d["torch"]
+    def check(d):  # what describe() quotes beyond the settings that the summary already needed
+        return d["meta"]["n_test"], d["settings"]["epochs"].values(), d["command"], d["hardware"], d["torch"]
     data, note = stored_or_preview(name, check)
     label = CONTROL if control else "the stored run"
     if data is not None:

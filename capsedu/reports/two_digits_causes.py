@@ -68,7 +68,7 @@ class InkGaps:
 
 def ink_gaps(live: TwoDigitReport, x_test: torch.Tensor, y_test: torch.Tensor) -> InkGaps:
     """The live preview's first-seed networks on its own vertical and horizontal test pairs."""
-    config, gaps, hits = live.result["config"], {}, {}
+    config, gaps, hits = live.result["settings"], {}, {}
     for layout in ("vertical", "horizontal"):
         images, targets = two_digit_test_set(x_test[:live.n_test], y_test[:live.n_test], config["n_pairs"], layout,
                                              seed=config["pair_seed"])
@@ -146,7 +146,7 @@ def settings_report(folder: str = "two_digits_variants") -> Settings:
         notes += [note.replace(f"; {PREVIEW}", "")] if note else []
     out, base = Settings(notes), found["preset"]
     for key, label in VARIANTS.items():
-        for row in found[key]["table"] if found[key] else ():
+        for row in found[key]["summary"] if found[key] else ():
             out.rows.append([label, row["model"], row["seeds"],
                              *(f"{row[f]:.3f} ± {row[f + '_std'] or 0:.3f}" for f, _ in FIELDS)])
             mine = [{**r, "model": "variant"} for r in found[key]["runs"] if r["model"] == row["model"]]
@@ -154,7 +154,7 @@ def settings_report(folder: str = "two_digits_variants") -> Settings:
             if key == "preset" or not preset:
                 continue
             for f, name in FIELDS:
-                n = found[key]["meta"]["n_test"] if f == "single_acc" else found[key]["config"]["n_pairs"]
+                n = found[key]["meta"]["n_test"] if f == "single_acc" else found[key]["settings"]["n_pairs"]
                 (v,) = rows_for([dict(a="variant", b="preset", field=f, n=n)], mine + preset, n)
                 if v["comparison"] is not None:
                     out.changes.append(Change(label, row["model"], name, interval_text(v["comparison"]),

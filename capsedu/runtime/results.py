@@ -72,7 +72,7 @@ def benchmarks_dir() -> Path:
     return shipped if shipped.is_dir() else CHECKOUT / "benchmarks" / "results"
 
 
-def stored_run(name: str, settings_key: Optional[str] = None) -> Optional[Dict]:
+def stored_run(name: str) -> Optional[Dict]:
     """The stored run ``name`` of ``results_dir()``, checked; None only if it is not there. A folder (an
     experiment, one file per run) reads as one object (``capsedu.runtime.stored.read_runs``); a damaged
     file, one without a checksum, or a folder of runs of other settings is a ``StoredRunError`` (one line
@@ -81,18 +81,18 @@ def stored_run(name: str, settings_key: Optional[str] = None) -> Optional[Dict]:
     if local.is_dir():
         return read_runs(local)
     if local.exists() or local.is_symlink():
-        return read_stored(local, settings_key, require_checksum=True)
+        return read_stored(local, require_checksum=True)
     return None
 
 
-def stored_or_preview(name: str, check=None, settings_key: Optional[str] = None):
+def stored_or_preview(name: str, check=None):
     """(the stored run ``name``, None), or (None, the one line a chapter prints before it shows its
     live preview instead, labelled as such). ``check(data)`` may raise (KeyError, IndexError,
     TypeError, ValueError) when the file lacks what the chapter reads; that too is a fallback; it may
     also add to ``data`` (``capsedu.experiments.shared.runs.stored_or_preview`` adds the summary)."""
     where = f"results/{name}"
     try:
-        data = stored_run(name, settings_key)
+        data = stored_run(name)
     except StoredRunError as err:
         return None, f"{err}; showing the live preview instead (not the stored run)"
     if data is None:

@@ -1,7 +1,7 @@
 """The one stored-run format: every experiment writes it, and resume, ``stored_run`` and the chapters read it.
 
-A stored run is one JSON object: a header (provenance, the settings under ``"settings"`` or, for
-the two-digit experiment, ``"config"``) and ``"run"``, the record of one finished (model, seed) run
+A stored run is one JSON object: a header (provenance, the settings under ``"settings"``) and
+``"run"``, the record of one finished (model, seed) run
 of an experiment (``capsedu.experiments.shared.runs``; files from before one file per run held
 ``"runs"``, a list, and ``scripts/migrate_results.py`` splits them), plus two keys that make it
 checkable:
@@ -70,16 +70,14 @@ def _is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def check_schema(data, settings_key: Optional[str] = None) -> Optional[str]:
+def check_schema(data) -> Optional[str]:
     """What is wrong with ``data`` as a stored run (one phrase), or None if nothing is."""
     if not isinstance(data, dict):
         return f"holds a JSON {type(data).__name__}, expected an object with a header and \"runs\""
-    keys = (settings_key,) if settings_key else ("settings", "config")
-    if not any(isinstance(data.get(k), dict) for k in keys):
-        have = next((k for k in keys if k in data), None)
-        wanted = " or ".join(f'"{k}"' for k in keys)
-        return (f"its \"{have}\" is a {type(data[have]).__name__}, expected an object" if have else
-                f"has no settings ({wanted})")
+    if "settings" not in data:
+        return "has no settings (expected a \"settings\" object)"
+    if not isinstance(data["settings"], dict):
+        return f"its \"settings\" is a {type(data['settings']).__name__}, expected an object"
     for key, types in HEADER_TYPES.items():
         if key in data and (not isinstance(data[key], types) or isinstance(data[key], bool)):
             return f"its \"{key}\" is a {type(data[key]).__name__} ({data[key]!r:.40}), expected {types[0].__name__}"
@@ -105,8 +103,7 @@ def check_schema(data, settings_key: Optional[str] = None) -> Optional[str]:
     return None
 
 
-def parse_stored(text, path, settings_key: Optional[str] = None, require_checksum: bool = False,
-                 resuming: bool = False) -> Dict:
+def parse_stored(text, path, require_checksum: bool = False, resuming: bool = False) -> Dict:
     """``text`` (bytes or str, the content of ``path``) as a checked stored run; else ``StoredRunError``.
 
     ``resuming``: a file that fails its checksum (edited by hand) is still resumed, its records
@@ -135,14 +132,13 @@ def parse_stored(text, path, settings_key: Optional[str] = None, require_checksu
     if require_checksum and isinstance(data, dict) and data.get("edited"):
         raise StoredRunError(path, f"was edited after it was written ({data['edited']}); not shown as measured: "
                                    "rerun the experiment with --fresh")
-    problem = check_schema(data, settings_key)
+    problem = check_schema(data)
     if problem is not None:
         raise StoredRunError(path, problem)
     return data
 
 
-def read_stored(path, settings_key: Optional[str] = None, require_checksum: bool = False,
-                resuming: bool = False) -> Dict:
+def read_stored(path, require_checksum: bool = False, resuming: bool = False) -> Dict:
     """The stored run at ``path``, checked (format, checksum, schema); else one ``StoredRunError`` line."""
     path = Path(path)
     if path.is_dir():
@@ -153,7 +149,7 @@ def read_stored(path, settings_key: Optional[str] = None, require_checksum: bool
         raise StoredRunError(path, "not found") from None
     except OSError as err:
         raise StoredRunError(path, f"cannot be read ({err.strerror or type(err).__name__})") from None
-    return parse_stored(text, path, settings_key, require_checksum, resuming)
+    return parse_stored(text, path, require_checksum, resuming)
 
 
 def write_stored(data: Dict, path) -> Dict:
@@ -172,23 +168,21 @@ def differences(old, new) -> str:
     return "; ".join(f"{k}: {old.get(k)!r} there, {new.get(k)!r} here" for k in keys)
 
 
-def run_settings(data: Dict, settings_key: str) -> Dict:
-    return {k: v for k, v in data[settings_key].items() if k not in GRID_FIELDS}
+def run_settings(data: Dict) -> Dict:
+    return {k: v for k, v in data["settings"].items() if k not in GRID_FIELDS}
 
 
-def run_files(folder: Path, settings_key: Optional[str] = None, resuming: bool = False,
-              expected: Optional[Dict] = None):
+def run_files(folder: Path, resuming: bool = False, expected: Optional[Dict] = None):
     """(stem, stored data) of every run file in ``folder``, each checked (a ``StoredRunError`` for a damaged
     one). A file whose settings (grid fields aside) differ from ``expected`` or from the first file's: a
     ValueError saying how to start over when ``resuming``, else a ``StoredRunError``."""
     found = []
     for path in sorted(Path(folder).glob("*.json")):
-        data = read_stored(path, settings_key, require_checksum=not resuming, resuming=resuming)
+        data = read_stored(path, require_checksum=not resuming, resuming=resuming)
         if not isinstance(data.get("run"), dict):
             raise StoredRunError(path, "holds no \"run\"; expected one run of an experiment")
-        key = settings_key or ("config" if "config" in data else "settings")
-        mine = run_settings(data, key)
-        want = expected if expected is not None else run_settings(found[0][1], key) if found else mine
+        mine = run_settings(data)
+        want = expected if expected is not None else run_settings(found[0][1]) if found else mine
         if mine != want:
             what = f"holds a run with other settings ({differences(mine, want)})"
             if resuming:
@@ -207,7 +201,7 @@ def read_runs(folder) -> Optional[Dict]:
     if not files:
         return None
     data = {k: v for k, v in files[0][1].items() if k not in _RUN_ONLY}
-    grid = data["config" if "config" in data else "settings"]
+    grid = data["settings"]
     names = next((grid[k] for k in GRID_FIELDS[1:] if k in grid), [None])
     rank = {key: i for i, key in enumerate((s, n) for s in grid.get("seeds", []) for n in names)}
 

@@ -222,8 +222,8 @@ def tiny_result(digits):
 def test_experiment_returns_every_field(tiny_result):
     r = tiny_result
     metrics = ["single_acc"] + [f"{lay}_{m}" for lay in LAYOUTS for m in ("top2", "top2_conf", "ties")]
-    assert [row["model"] for row in r["table"]] == list(MODELS)
-    for row in r["table"]:
+    assert [row["model"] for row in r["summary"]] == list(MODELS)
+    for row in r["summary"]:
         assert set(row) == {"model", "head", "params", "seeds"} | set(metrics) | {f + "_std" for f in metrics}
         assert 270_000 < row["params"] < 285_000 and row["seeds"] == 2
         for f in metrics:
@@ -237,8 +237,9 @@ def test_experiment_returns_every_field(tiny_result):
         assert len(run["curve"]["test_acc"]) == len(run["curve"]["vertical_top2"]) == epochs
         assert run["curve"]["vertical_top2"][-1] == run["vertical_top2"]  # the curve ends at the final value
     pooling = [x["single_acc"] for x in r["runs"] if x["model"] == "pooling"]
-    assert r["table"][0]["single_acc"] == pytest.approx(sum(pooling) / 2)
-    assert r["config"] == TINY.as_dict() and r["meta"]["n_train"] == 48 and r["meta"]["data"] == ["mnist", "sample"]
+    assert r["summary"][0]["single_acc"] == pytest.approx(sum(pooling) / 2)
+    assert r["settings"] == TINY.as_dict() and r["meta"]["n_train"] == 48 and r["meta"]["data"] == ["mnist", "sample"]
+    assert "config" not in r and "table" not in r and r["device"] == "cpu" and "device" not in r["meta"]
     plain = {k: v for k, v in r.items() if k != "trained"}
     assert json.loads(json.dumps(plain)) == plain                      # JSON-friendly
     assert "| capsule-su | 279,488 | 2 |" in format_table(r)
@@ -262,7 +263,7 @@ def test_returned_models_reproduce_their_row(tiny_result, digits):
 def test_one_seed_has_no_spread(digits):
     config = TwoDigitConfig(models=("pooling",), seeds=(3,), epochs=1, batch_size=48, n_pairs=5)
     r = two_digit_experiment(digits, config, device="cpu", progress=False)
-    assert r["table"][0]["single_acc_std"] is None and r["config"]["seeds"] == [3]
+    assert r["summary"][0]["single_acc_std"] is None and r["settings"]["seeds"] == [3]
 
 
 def test_a_run_interrupted_mid_way_resumes_from_its_checkpoint(digits, tmp_path, monkeypatch):
@@ -342,8 +343,8 @@ def test_the_stored_investigation_baseline_is_the_quick_preset():
     quick preset's, apart from the three seeds it was run with."""
     stored = read_runs(Path(__file__).parents[2] / "results" / "two_digits_variants" / "preset")
     quick = PRESETS["quick"].as_dict()
-    differ = {k for k in quick if k != "seeds" and stored["config"].get(k) != quick[k]}
-    assert not differ, {k: (stored["config"].get(k), quick[k]) for k in differ}
+    differ = {k for k in quick if k != "seeds" and stored["settings"].get(k) != quick[k]}
+    assert not differ, {k: (stored["settings"].get(k), quick[k]) for k in differ}
 
 
 # ---------------------------------------------------------------- the CLI
@@ -369,8 +370,8 @@ def test_cli_prints_the_same_table_as_the_function_and_resumes(digits, capsys, t
     config = PRESETS["smoke"].replace(models=("pooling", "capsule-su"), seeds=(0, 1), epochs=1, n_pairs=30,
                                       n_train=48, n_test=60)
     direct = two_digit_experiment(digits, config, device="cpu", progress=False)
-    assert printed["preset"] == "smoke" and printed["config"] == direct["config"]
-    assert printed["table"] == direct["table"]                        # CPU training is deterministic
+    assert printed["preset"] == "smoke" and printed["settings"] == direct["settings"]
+    assert printed["summary"] == direct["summary"]                    # CPU training is deterministic
     assert printed["command"].endswith(" ".join(args)) and printed["torch"] == torch.__version__
     assert cli.main(args) == 0                                         # rerun: every run is already there
     again = json.loads(capsys.readouterr().out)
@@ -381,7 +382,7 @@ def test_cli_prints_the_same_table_as_the_function_and_resumes(digits, capsys, t
     assert len(err) == 1 and "margin_lam: 0.25 there, 0.5 here" in err[0] and "pass --fresh to start over" in err[0]
     assert cli.main([*other, "--fresh"]) == 0                          # --fresh: starts over
     fresh = json.loads(capsys.readouterr().out)
-    assert fresh["config"]["margin_lam"] == 0.5 and len(fresh["runs"]) == 4
+    assert fresh["settings"]["margin_lam"] == 0.5 and len(fresh["runs"]) == 4
 
 
 def test_each_run_stores_the_items_it_got_wrong(tiny_result, digits):

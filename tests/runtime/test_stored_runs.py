@@ -92,6 +92,15 @@ def test_a_damaged_file_is_one_line_naming_it_on_resume(tmp_path, how):
     assert not isinstance(err.value.__cause__, (KeyError, AttributeError))
 
 
+def test_a_file_with_config_instead_of_settings_has_no_settings(tmp_path):
+    """Two-digits stored "config" until 2026-12-03; such a file is now one without settings."""
+    path = tmp_path / "pooling-seed0.json"
+    write_stored({"config": SETTINGS, "run": {"model": "pooling", "seed": 0}}, path)
+    with pytest.raises(StoredRunError) as err:
+        read_stored(path, require_checksum=True)
+    assert str(err.value) == f'stored run {path}: has no settings (expected a "settings" object)'
+
+
 def test_the_cli_names_a_damaged_file_and_runs_nothing(tmp_path, capsys):
     _damage(tmp_path / "seed0.json", "seed a string")
     before = snapshot(tmp_path)
@@ -148,9 +157,10 @@ def test_every_stored_run_is_sealed_and_equals_the_file_it_was_migrated_from(nam
     except (OSError, subprocess.CalledProcessError):
         pytest.skip(f"no git history with {MIGRATED_FROM} here (an installed package, a shallow clone)")
     old = json.loads(text)
-    summary = "table" if "config" in old else "summary"
-    assert data["runs"] == old["runs"] and json.loads(json.dumps(data[summary])) == old[summary]
-    header = {k: v for k, v in old.items() if k not in ("runs", "format", "checksum", summary, "seconds", "written",
+    if "config" in old:                                   # two-digits' keys until 2026-12-03
+        old["settings"], old["summary"] = old.pop("config"), old.pop("table")
+    assert data["runs"] == old["runs"] and json.loads(json.dumps(data["summary"])) == old["summary"]
+    header = {k: v for k, v in old.items() if k not in ("runs", "format", "checksum", "summary", "seconds", "written",
                                                          "started", "resumed", "shards")}
     assert {k: data[k] for k in header} == header
     assert data["migrated_from"]["checksum"] == old["checksum"] and data["migrated_from"]["seconds"] == old["seconds"]

@@ -135,8 +135,7 @@ def _launch(args) -> None:
         os.environ.pop("CAPSEDU_DEVICES")
 
 
-def run_command(args, config, preset: str, run, command_name: str, indent: int = 1,
-                settings_key: str = "settings") -> int:
+def run_command(args, config, preset: str, run, command_name: str, indent: int = 1) -> int:
     """Check ``--out`` and its runs, take this process's share, ``run(out=, fresh=, device=, command=, preset=,
     progress=, shard=)`` and print the result as JSON (stdout carries it alone)."""
     import json
@@ -151,7 +150,7 @@ def run_command(args, config, preset: str, run, command_name: str, indent: int =
     resolve_device(device)                            # a device this machine lacks: an error now
     out = None if args.out is None else run_folder(args.out)
     if out is not None and not args.fresh:            # other settings or a damaged file: an error now
-        RunFolder(out, {settings_key: settings(config)}, settings_key=settings_key)
+        RunFolder(out, {"settings": settings(config)})
     if args.devices:
         _launch(args)                                 # then every run is stored: the run below trains none
         args.fresh, shard = False, None

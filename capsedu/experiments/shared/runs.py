@@ -77,18 +77,17 @@ def clear_runs(folder: Path) -> None:
 
 
 def start_experiment(config, kind: type, summarise: Callable, out, fresh: bool, device, command: Optional[str],
-                     preset: Optional[str], data=None, progress: bool = True, shard: Optional[Shard] = None,
-                     settings_key: str = "settings", summary_key: str = "summary"):
+                     preset: Optional[str], data=None, progress: bool = True, shard: Optional[Shard] = None):
     """(folder or None, device, ``RunFolder``, data), ``out`` and its runs checked before any training; the
-    summary is ``summarise(runs, config)``, the keys name it and the settings (two-digits: "table", "config")."""
+    summary is ``summarise(runs, config)``."""
     if not isinstance(config, kind):
         article = "an" if kind.__name__[0] in "AEIOU" else "a"
         raise TypeError(f"config must be {article} {kind.__name__}, got {type(config).__name__}")
     folder = run_folder(out) if out is not None else None
     device = resolve_device(device)
     header = {**results.provenance(command, str(device)), "device": str(device), "preset": preset,
-              settings_key: settings(config)}
-    runs = RunFolder(folder, header, fresh, lambda done: summarise(done, config), settings_key, summary_key, shard)
+              "settings": settings(config)}
+    runs = RunFolder(folder, header, fresh, lambda done: summarise(done, config), shard)
     if data is None:
         data = load_dataset("mnist", config.source, device="cpu", verbose=progress)
     return folder, device, runs, data
@@ -99,10 +98,8 @@ class RunFolder:
     nothing is written, the book's previews). ``shard``: this process trains only its share of the grid."""
 
     def __init__(self, folder: Optional[Path], header: Dict, fresh: bool = False,
-                 summarise: Optional[Callable[[List[Dict]], object]] = None, settings_key: str = "settings",
-                 summary_key: str = "summary", shard: Optional[Shard] = None):
+                 summarise: Optional[Callable[[List[Dict]], object]] = None, shard: Optional[Shard] = None):
         self.folder, self.header, self.summarise, self.shard = folder, header, summarise, shard
-        self.summary_key = summary_key
         self.done: Dict[str, Dict] = {}   # stem -> the run's record
         self.seconds: Dict[str, float] = {}
         self.grid, self.key = [], "model"
@@ -110,7 +107,7 @@ class RunFolder:
             return
         if fresh:
             clear_runs(folder)
-        for stem, data in run_files(folder, settings_key, True, run_settings(header, settings_key)):
+        for stem, data in run_files(folder, True, run_settings(header)):
             if data.get("edited"):
                 raise StoredRunError(folder / f"{stem}.json", "fails its checksum: it changed after it was written; "
                                      "move it away to train that run again, or pass --fresh")
@@ -147,7 +144,7 @@ class RunFolder:
         stems = [self.stem(s, n) for s, n in self.grid if self.stem(s, n) in self.done]
         runs = [self.done[stem] for stem in stems]
         return {**self.header, "runs": runs, "seconds": round(sum(self.seconds[stem] for stem in stems), 2),
-                self.summary_key: self.summarise(runs) if self.summarise is not None and runs else None}
+                "summary": self.summarise(runs) if self.summarise is not None and runs else None}
 
 
 def _tuples(value):
@@ -161,15 +158,14 @@ def config_from_settings(kind: type, stored: Dict):
 
 def stored_or_preview(name: str, check: Optional[Callable[[Dict], object]] = None):
     """``capsedu.runtime.results.stored_or_preview`` of ``results/<name>``, with its experiment's summary of the
-    stored runs ("summary"; two-digits: "table") added before ``check(data)``."""
+    stored runs ("summary") added before ``check(data)``."""
     import importlib
     module_name, config_name = next(v for k, v in STORED.items() if name.startswith(k))
     module = importlib.import_module(f"capsedu.experiments.{module_name}")
 
     def summarised(data):
-        key = "config" if "config" in data else "settings"
-        config = config_from_settings(getattr(module, config_name), data[key])
-        data["table" if key == "config" else "summary"] = module.summarise(data["runs"], config)
+        config = config_from_settings(getattr(module, config_name), data["settings"])
+        data["summary"] = module.summarise(data["runs"], config)
         if check is not None:
             check(data)
     return results.stored_or_preview(name, summarised)

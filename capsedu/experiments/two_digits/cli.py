@@ -58,4 +58,4 @@ def cli_main(args) -> int:
         from capsedu.experiments.two_digits.run import two_digit_experiment
         data = load_dataset("mnist", config.source, device=device, root=args.root, verbose=True)
         return two_digit_experiment(data, config, device=device, **options)
-    return run_command(args, config, name, run, "two-digits", indent=2, settings_key="config")
+    return run_command(args, config, name, run, "two-digits", indent=2)

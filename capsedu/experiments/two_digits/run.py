@@ -91,7 +91,7 @@ def two_digit_experiment(data, config: TwoDigitConfig, out=None, fresh: bool = F
     """Train each model once per seed on single digits as Su's script does (Adam, the margin loss); test on
     single digits and on pairs drawn once (``pair_seed``). ``return_models`` adds "trained": {model: [models]}."""
     _, device, result, _ = start_experiment(config, TwoDigitConfig, summarise, out, fresh, device, command, preset,
-                                            data, progress, shard, settings_key="config", summary_key="table")
+                                            data, progress, shard)
     _check_data(data)
     amp = resolve_amp(config.amp, device)
     x_train, y_train = data.x_train[:config.n_train].to(device), data.y_train[:config.n_train].to(device)
@@ -100,8 +100,8 @@ def two_digit_experiment(data, config: TwoDigitConfig, out=None, fresh: bool = F
     tests = {layout: two_digit_test_set(x_test, y_test, config.n_pairs, layout, config.pair_seed)
              for layout in config.layouts}
     trained = {m: [] for m in config.models}
-    result.header["meta"] = {"n_train": len(x_train), "n_test": len(x_test), "device": str(device), "amp": amp,
-                           "data": [getattr(data, "name", None), getattr(data, "source", None)]}
+    result.header["meta"] = {"n_train": len(x_train), "n_test": len(x_test), "amp": amp,  # the device: the header's
+                             "data": [getattr(data, "name", None), getattr(data, "source", None)]}
 
     # seed by seed, so that an interrupted run already compares every model on its first seeds
     todo = [(m, s) for s, m in result.todo(config.seeds, config.models)]
@@ -158,12 +158,12 @@ def summarise(runs: List[Dict], config: TwoDigitConfig) -> List[Dict]:
 
 def format_table(result: Dict, digits: int = 3, html: bool = False) -> str:
     """The result's table: one row per model, mean ± std over seeds for each metric."""
-    layouts = result["config"]["layouts"]
+    layouts = result["settings"]["layouts"]
     heads = ["model", "params", "seeds", "single digit"] + [f"{lay} {m}" for lay in layouts
                                                            for m in ("top-2", "top-2 > 0.5")]
     fields = ["single_acc"] + [f"{lay}_{m}" for lay in layouts for m in ("top2", "top2_conf")]
     rows = [[r["model"], f"{r['params']:,}", r["seeds"], *(mean_std(r[f], r[f + "_std"], digits) for f in fields)]
-            for r in result["table"]]
+            for r in result["summary"]]
     return render_table(heads, rows, html)
 
 
