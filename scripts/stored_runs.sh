@@ -17,9 +17,10 @@ capsedu() { python -m capsedu "$@" --no-progress > /dev/null; }
 capsedu two-digits --preset long --out results/two_digits_long
 # Chapter 7: the control, Su's head with one routing iteration (summing the votes without routing).
 capsedu two-digits --preset long --models capsule-su --iterations 1 --out results/two_digits_r1
-# Chapter 7: the investigation, each setting changed on its own from the quick preset, 3 seeds.
+# Chapter 7: the investigation, each setting changed on its own from the investigation preset, 3 seeds
+# (the runs stored before 2026-12-03 name --preset quick, whose settings these were then).
 mkdir -p results/two_digits_variants
-V="two-digits --preset quick --seeds 0 1 2"
+V="two-digits --preset investigation --seeds 0 1 2"
 capsedu $V --models pooling capsule-su --out results/two_digits_variants/preset
 capsedu $V --models pooling --epochs 10 --out results/two_digits_variants/twice_the_epochs_pooling
 capsedu $V --models capsule-su --epochs 6 --out results/two_digits_variants/twice_the_epochs

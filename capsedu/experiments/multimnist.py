@@ -106,7 +106,7 @@ PRESETS = {
     "smoke": MultiMNISTConfig(epochs=1, pairs_per_epoch=64, n_test_pairs=40, batch_size=32, capsnet_conv=8,
                               capsnet_types=2, capsnet_decoder=(16,)),
     # the chapter's live preview (about 40 s on a 2-core CPU): a small CapsNet, 4 x 6,000 pairs
-    "quick": MultiMNISTConfig(epochs=4, pairs_per_epoch=6000, n_test_pairs=300, batch_size=16, capsnet_conv=16,
+    "quick": MultiMNISTConfig(epochs=3, pairs_per_epoch=4000, n_test_pairs=300, batch_size=16, capsnet_conv=16,
                               capsnet_types=4, capsnet_decoder=(256, 512)),
     # the stored run on a 2-core CPU: a quarter of the paper's width
     "long": MultiMNISTConfig(epochs=12, pairs_per_epoch=6000, capsnet_conv=64, capsnet_types=8),

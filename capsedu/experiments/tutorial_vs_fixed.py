@@ -44,7 +44,7 @@ class TutorialConfig:
 
 PRESETS = {
     "smoke": TutorialConfig(seeds=(0,), epochs=1, batch_size=16, n_train=48, n_test=40),
-    "quick": TutorialConfig(seeds=(0,), epochs=1, n_train=1000, n_test=300),
+    "quick": TutorialConfig(seeds=(0,), epochs=1, n_train=500, n_test=300),
     # the stored run on a 2-core CPU: the whole sample (9,000 training digits), 3 epochs, 3 seeds
     "long": TutorialConfig(),
     "gpu": TutorialConfig(epochs=10),

@@ -78,7 +78,7 @@ def ink_gaps(live: TwoDigitReport, x_test: torch.Tensor, y_test: torch.Tensor) -
     return InkGaps(gaps, hits)
 
 
-VARIANTS = {"preset": "preset (quick budget)", "twice_the_epochs_pooling": "twice the epochs",
+VARIANTS = {"preset": "the investigation's budget", "twice_the_epochs_pooling": "twice the epochs",
             "twice_the_epochs": "twice the epochs", "lambda_0.5": "λ = 0.5",
             "squash_k_1": "squash k = 1", "torch_init": "PyTorch initialisation"}
 FIELDS = (("single_acc", "single digit"), ("vertical_top2", "vertical top-2"), ("horizontal_top2", "horizontal top-2"))

@@ -69,7 +69,7 @@ PRESETS = {
     "smoke": CompareConfig(seeds=(0,), epochs=1, batch_size=16, n_train=32, n_test=32, cost_repeats=1),
     # the chapter's live preview on a 2-core CPU (about 60 s), without "em-spread", which would take it past that
     "quick": CompareConfig(methods=("dynamic", "none", "em", "attention"), seeds=(0,), epochs=2, batch_size=16,
-                           n_train=2500, n_test=300, cost_repeats=3),
+                           n_train=1500, n_test=300, cost_repeats=3),
     # the stored run on a 2-core CPU (hours, EM most of them: the CLI prints its estimate before it starts)
     "long": CompareConfig(epochs=15),
     # a GPU: the sample with more epochs, and full MNIST

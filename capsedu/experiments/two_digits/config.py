@@ -85,7 +85,8 @@ class TwoDigitConfig:
         return replace(self, **changes)
 
 
-QUICK_EPOCHS = {"pooling": 5, "capsule-su": 3, "capsule-hinton": 3, "capsule-su-march": 3}
+QUICK_EPOCHS = {"pooling": 3, "capsule-su": 2, "capsule-hinton": 2, "capsule-su-march": 2}
+INVESTIGATION_EPOCHS = {"pooling": 5, "capsule-su": 3, "capsule-hinton": 3, "capsule-su-march": 3}
 _SAMPLE = dict(source="sample", n_train=None, n_test=None)  # the sample's 9,000 training and 1,000 test digits
 PRESETS: Dict[str, TwoDigitConfig] = {
     # every code path, a handful of steps
@@ -93,6 +94,10 @@ PRESETS: Dict[str, TwoDigitConfig] = {
     # the chapter's live preview on 2 CPU cores (within its 3 minutes); pooling gets more epochs: it learns
     # single digits more slowly (Su gave it twice theirs)
     "quick": TwoDigitConfig(models=("pooling", "capsule-su"), seeds=(0,), epochs=QUICK_EPOCHS, n_pairs=500, **_SAMPLE),
+    # the budget chapter 7's investigation changes one setting of at a time (results/two_digits_variants/):
+    # the quick preview's until 2026-12-03, with three seeds
+    "investigation": TwoDigitConfig(models=("pooling", "capsule-su"), epochs=INVESTIGATION_EPOCHS, n_pairs=500,
+                                    **_SAMPLE),
     # a GPU (a Colab T4 in ~4 min, estimated), in its own precision (capsedu.runtime.device.resolve_amp)
     "gpu": TwoDigitConfig(epochs=2, batch_size=64, n_pairs=2000, source="auto", amp="auto"),
     # Su's script: all of MNIST, batch 128, constant learning rate, 20 / 10 epochs
