@@ -16,9 +16,10 @@ comes twice. ``read_stored(path)`` -> the data, or one ``StoredRunError`` line n
 and what is wrong. ``seal(data)`` adds the two keys; ``write_stored`` writes a sealed copy atomically.
 
 Files written before format 1 (no ``"format"``, no ``"checksum"``) are *legacy*: resuming
-accepts them after the schema check (the next save seals them); ``stored_run`` and the
-chapters (``require_checksum=True``) refuse them with a line saying how to seal them
-(``python scripts/migrate_results.py``). The repository's ``results/`` files are all sealed.
+accepts them after the schema check, as runs already done; ``stored_run`` and the chapters
+(``require_checksum=True``) refuse them with a line saying to rerun their command with ``--fresh``
+(nothing can seal a file whose content cannot be verified). The repository's ``results/`` files are
+all sealed.
 """
 from __future__ import annotations
 
@@ -127,8 +128,8 @@ def parse_stored(text, path, require_checksum: bool = False, resuming: bool = Fa
                                            "(rerun the experiment with --fresh, or restore the file)")
             data["edited"] = "its checksum failed when it was resumed: changed after it was written"
     elif require_checksum:
-        raise StoredRunError(path, "has no checksum (written before stored-run format 1); "
-                                   "seal it with: python scripts/migrate_results.py")
+        raise StoredRunError(path, "has no checksum (written before stored-run format 1), so its numbers "
+                                   "cannot be verified: rerun the command that wrote it with --fresh")
     if require_checksum and isinstance(data, dict) and data.get("edited"):
         raise StoredRunError(path, f"was edited after it was written ({data['edited']}); not shown as measured: "
                                    "rerun the experiment with --fresh")

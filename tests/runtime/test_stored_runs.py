@@ -92,6 +92,16 @@ def test_a_damaged_file_is_one_line_naming_it_on_resume(tmp_path, how):
     assert not isinstance(err.value.__cause__, (KeyError, AttributeError))
 
 
+def test_an_unsealed_file_is_refused_where_it_is_shown_and_says_how_to_remake_it(tmp_path):
+    path = tmp_path / "pooling-seed0.json"
+    path.write_text(json.dumps({"settings": SETTINGS, "run": {"model": "pooling", "seed": 0}}))
+    assert read_stored(path, resuming=True)["run"]["seed"] == 0          # resuming keeps it as a run done
+    with pytest.raises(StoredRunError) as err:
+        read_stored(path, require_checksum=True)
+    line = str(err.value)
+    assert len(line.splitlines()) == 1 and str(path) in line and "no checksum" in line and "--fresh" in line
+
+
 def test_a_file_with_config_instead_of_settings_has_no_settings(tmp_path):
     """Two-digits stored "config" until 2026-12-03; such a file is now one without settings."""
     path = tmp_path / "pooling-seed0.json"
