@@ -71,6 +71,12 @@ def glue(name: str, value, display: bool = True) -> None:
     myst_glue(name, value, display=display)
 
 
+def glue_all(values) -> None:
+    """``glue`` each name -> value of ``values`` without showing it: the numbers a reader hands the prose."""
+    for name, value in values.items():
+        glue(name, value, display=False)
+
+
 def by_mode(*, smoke, quick, gpu, full):
     """The value for the current mode, e.g. ``epochs = by_mode(smoke=1, quick=2, gpu=4, full=30)``."""
     return {"smoke": smoke, "quick": quick, "gpu": gpu, "full": full}[current_mode()]

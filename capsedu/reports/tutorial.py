@@ -42,7 +42,7 @@ def what_this_page_reads(d: Dict) -> None:
 
 def _differs(c: Dict) -> str:
     """Holds when the interval lies wholly on one side of zero (either side)."""
-    return CANNOT_TELL if c["low"] is None else (HOLDS if c["low"] > 0 or c["high"] < 0 else CANNOT_TELL)
+    return CANNOT_TELL if judge(c) == CANNOT_TELL else HOLDS
 
 
 @dataclass
