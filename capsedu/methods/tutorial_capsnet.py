@@ -41,16 +41,18 @@ def tutorial_squash(s: torch.Tensor) -> torch.Tensor:
     return squared_norm * s / ((1.0 + squared_norm) * torch.sqrt(squared_norm))
 
 
-def tutorial_routing(u_hat: torch.Tensor, iterations: int = 3, softmax_dim: int = 1, squash_fn=squash):
-    """Pitfalls 1 and 2 alone, on predictions (B, N_in, N_out, D): ONE set of logits for the batch, raised
-    by the batch-mean agreement, and the softmax over ``softmax_dim`` (the tutorial's 1, the inputs;
-    2, the parents, fixes pitfall 1). Like the tutorial, it skips the unused last update."""
-    b = u_hat.new_zeros(1, *u_hat.shape[1:3])                    # (1, N_in, N_out): shared by the batch
+def tutorial_routing(u_hat: torch.Tensor, iterations: int = 3, softmax_dim: int = 1,
+                     squash_fn=squash):
+    """Pitfalls 1 and 2 alone, on predictions (B, N_in, N_out, D): ONE set of logits for
+    the batch, raised by the batch-mean agreement, and the softmax over ``softmax_dim``
+    (the tutorial's 1, the inputs; 2, the parents, fixes pitfall 1). Like the tutorial,
+    it skips the unused last update."""
+    b = u_hat.new_zeros(1, *u_hat.shape[1:3])       # (1, N_in, N_out): one per batch
     for r in range(iterations):
         c = torch.softmax(b, dim=softmax_dim)
-        v = squash_fn((c.unsqueeze(-1) * u_hat).sum(dim=1))      # (B, N_out, D)
+        v = squash_fn((c.unsqueeze(-1) * u_hat).sum(dim=1))   # (B, N_out, D)
         if r < iterations - 1:
-            b = b + (u_hat * v.unsqueeze(1)).sum(-1).mean(dim=0, keepdim=True)   # the batch mean
+            b = b + (u_hat * v.unsqueeze(1)).sum(-1).mean(0, keepdim=True)  # batch mean
     return v
 
 
