@@ -1,10 +1,13 @@
 """Images/s of one CapsNet training step: the naive tutorial-style network, capsedu's
-readable network, and capsedu's fast path (fused routing, bf16 where the hardware does it).
+readable network, and capsedu's fast path (fused routing, the primary convolution as matrix
+products on the CPU, bf16 where the hardware does it).
 
 Every contender does forward, margin + reconstruction loss, backward and an Adam step on
-the same batch of real digits. They are timed interleaved in one process, with the
-primary-capsule convolution alone (the step's dominant operation) as a reference for
-what this machine can do, so that machine load affects all alike. Prints one JSON object.
+the same batch of real digits. They are timed interleaved in one process, so that machine
+load affects all alike, beside what bounds the fast step: the primary-capsule convolution
+alone (its three passes: forward, input and weight gradients; oneDNN's and the fast path's)
+and one matrix product of the forward pass's FLOPs, the machine's matrix speed. Prints one
+JSON object, with the CPU's model and flags.
 
     python benchmarks/train_step.py [--batch 100] [--rounds 5] [--steps 2] [--device cpu]
 """
@@ -49,12 +52,21 @@ def main(argv=None):
     }
     if amp != "off":
         fns["fast"] = bench.train_step(accelerate(CapsNet().to(device)), x, y, amp=amp)
+        fns["fast_onednn_conv"] = bench.train_step(accelerate(CapsNet().to(device), gemm_conv=False),
+                                                   x, y, amp=amp)
         fns["naive_amp"] = bench.train_step(NaiveCapsNet().to(device), x, y, amp=amp)
         fns["conv_amp"] = bench.primary_conv_step(a.batch, device, amp=amp)
+        fns["conv_gemm_amp"] = bench.primary_conv_step(a.batch, device, amp=amp, gemm=True)
+        fns["matmul_amp"] = bench.matmul_like_conv(a.batch, device, torch.bfloat16 if amp == "bf16"
+                                                   else torch.float16)
     # FLOPs of the fast steps are those of the readable one (same arithmetic); counting
     # them would run the fused routing eagerly (torch.compile does not run under the counter).
-    flops = {k: bench.flop_count(f) for k, f in fns.items() if not k.startswith("fast")}
-    flops["fast_fp32"] = flops["fast"] = flops["readable"]
+    flops = {k: bench.flop_count(f) for k, f in fns.items() if not k.startswith(("fast", "conv_gemm"))}
+    for k in fns:
+        if k.startswith("fast"):
+            flops[k] = flops["readable"]
+    if "conv_gemm_amp" in fns:
+        flops["conv_gemm_amp"] = flops["conv_amp"]
     times = bench.interleaved(fns, rounds=a.rounds, calls=a.steps, device=device)
     sec = bench.medians(times)
     gflops = {k: flops[k] / sec[k] / 1e9 for k in fns}
@@ -66,8 +78,9 @@ def main(argv=None):
         "device": str(device),
         "allocator": allocator, "amp_of_fast_path": amp,
         "batch": a.batch, "rounds": a.rounds, "steps_per_round": a.steps,
-        "images_per_s": {k: a.batch / sec[k] for k in fns if not k.startswith("conv")},
-        "speedup_vs_naive": {k: sec["naive"] / sec[k] for k in fns if not k.startswith("conv")},
+        "cpu": bench.cpu_flags(),
+        "images_per_s": {k: a.batch / sec[k] for k in fns if not k.startswith(("conv", "matmul"))},
+        "speedup_vs_naive": {k: sec["naive"] / sec[k] for k in fns if not k.startswith(("conv", "matmul"))},
         "step_gflop": flops["readable"] / 1e9,
         "gflops_per_s": gflops,
         # a step's GFLOP/s as a fraction of the convolution's, in the same precision
@@ -75,6 +88,13 @@ def main(argv=None):
         "fast_fp32_vs_conv_fp32": gflops["fast_fp32"] / gflops["conv_fp32"],
         "fast_vs_conv_same_precision": gflops[fast] / gflops["conv_amp" if amp != "off" else "conv_fp32"],
         "fast_vs_naive_fp32": sec["naive"] / sec[fast],
+        # the targets of chapter 8's bottom line: the three conv passes against three matrix
+        # products of the forward pass's FLOPs, and the whole fast step against those passes
+        **({"conv_passes_vs_matmul": sec["conv_gemm_amp"] / (3 * sec["matmul_amp"]),
+            "onednn_conv_passes_vs_matmul": sec["conv_amp"] / (3 * sec["matmul_amp"]),
+            "fast_step_vs_conv_passes": sec["fast"] / sec["conv_gemm_amp"],
+            "seconds": {k: sec[k] for k in ("fast", "fast_onednn_conv", "conv_amp", "conv_gemm_amp",
+                                            "matmul_amp")}} if amp != "off" else {}),
         "seconds_per_call_all_rounds": times,
     }
     print(json.dumps(result, indent=2))

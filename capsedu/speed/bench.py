@@ -20,7 +20,8 @@ from capsedu.runtime.device import autocast
 
 __all__ = ["estimate_fit_seconds", "about", "median_seconds",
            "interleaved", "medians", "train_step", "backward_seconds", "stage_times", "profile_table",
-           "saved_tensor_bytes", "routing_cost", "flop_count", "primary_conv_step"]
+           "saved_tensor_bytes", "routing_cost", "flop_count", "primary_conv_step", "matmul_like_conv",
+           "cpu_flags"]
 
 
 def _sync(device) -> None:
@@ -271,10 +272,12 @@ def flop_count(fn: Callable[[], object]) -> int:
     return counter.get_total_flops()
 
 
-def primary_conv_step(batch: int, device="cpu", amp: str = "off") -> Callable[[], None]:
+def primary_conv_step(batch: int, device="cpu", amp: str = "off", gemm: bool = False) -> Callable[[], None]:
     """Forward + backward of the primary-capsule convolution alone (256 -> 256 channels,
-    9x9, stride 2, on 20x20 maps): the reference for how fast this machine convolves."""
-    conv = torch.nn.Conv2d(256, 256, 9, 2).to(device)
+    9x9, stride 2, on 20x20 maps): the reference for how fast this machine convolves.
+    ``gemm=True``: as the fast path runs it on the CPU (``capsedu.speed.gemm_conv``)."""
+    from capsedu.speed.gemm_conv import GemmConv2d
+    conv = (GemmConv2d if gemm else torch.nn.Conv2d)(256, 256, 9, 2).to(device)
     # Under autocast the step's conv1 already hands over low-precision features: do the same.
     dtype = {"off": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[amp]
     feats = torch.rand(batch, 256, 20, 20, device=device, dtype=dtype, requires_grad=True)
@@ -285,3 +288,23 @@ def primary_conv_step(batch: int, device="cpu", amp: str = "off") -> Callable[[]
             out = conv(feats)
         out.backward(grad.to(out.dtype))
     return run
+
+
+def matmul_like_conv(batch: int, device="cpu", dtype=torch.bfloat16) -> Callable[[], None]:
+    """One matrix product with the FLOPs of the primary convolution's forward pass,
+    (batch*36 x 20,736) @ (20,736 x 256): the speed this machine multiplies matrices at."""
+    a = torch.randn(batch * 36, 256 * 81, device=device, dtype=dtype)
+    b = torch.randn(256 * 81, 256, device=device, dtype=dtype)
+    return lambda: a @ b
+
+
+def cpu_flags() -> Dict[str, object]:
+    """The CPU's model name and its matrix and vector extensions (Linux's /proc/cpuinfo)."""
+    try:
+        info = open("/proc/cpuinfo").read()
+    except OSError:
+        return {"model": None, "flags": []}
+    model = next((l.split(":", 1)[1].strip() for l in info.splitlines() if l.startswith("model name")), None)
+    flags = next((l.split(":", 1)[1].split() for l in info.splitlines() if l.startswith("flags")), [])
+    wanted = ("amx", "avx512_bf16", "avx512_fp16", "avx512f", "avx512_vnni", "avx2", "fma")
+    return {"model": model, "flags": sorted(f for f in flags if f.startswith(wanted))}

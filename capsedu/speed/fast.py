@@ -10,7 +10,8 @@ same gradients:
   iteration, as several public implementations do; that changes the gradients, so
   it is off by default and chapter 8 measures what it costs in accuracy.
 - ``accelerate(model)``: puts ``fused_routing`` into a model's routed capsule
-  layers and, on CUDA, stores convolutions channels-last.
+  layers, runs the primary capsules' convolution as matrix products on the CPU
+  (``capsedu.speed.gemm_conv``) and, on CUDA, stores convolutions channels-last.
 
 The precision to run it in is ``capsedu.runtime.device.resolve_amp("auto", device)``'s choice.
 """
@@ -22,7 +23,9 @@ import warnings
 import torch
 from torch import nn
 
+from capsedu.core.layers import PrimaryCapsules
 from capsedu.core.routing import dynamic_routing
+from capsedu.speed.gemm_conv import GemmConv2d
 
 __all__ = ["fused_routing", "accelerate"]
 
@@ -78,13 +81,14 @@ def fused_routing(u_hat: torch.Tensor, iterations: int = 3, mode: str = "hinton"
 
 
 def accelerate(model: nn.Module, compile_routing: bool = True, detach_inner: bool = False,
-               channels_last="auto") -> nn.Module:
+               channels_last="auto", gemm_conv: bool = True) -> nn.Module:
     """Switch ``model`` to the fast path in place and return it.
 
     Every routed capsule layer (``DenseCapsules``, ``SharedCapsules``) then routes with
     ``fused_routing``; ``channels_last="auto"`` stores 4-D weights channels-last when
     the model is on CUDA (cuDNN's fastest layout for bf16; on CPU it measured no gain).
-    Undo with ``model.apply(capsedu.speed.fast.readable)``.
+    ``gemm_conv`` makes each ``PrimaryCapsules`` convolution a ``GemmConv2d`` (the same
+    parameters), which on the CPU runs as three matrix products. Undo with ``model.apply(capsedu.speed.fast.readable)``.
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"accelerate expects a torch.nn.Module, got {type(model).__name__}")
@@ -96,6 +100,10 @@ def accelerate(model: nn.Module, compile_routing: bool = True, detach_inner: boo
     router = functools.partial(fused_routing, detach_inner=detach_inner, compile=compile_routing)
     for m in routed:
         m.fast_routing = router
+    if gemm_conv:
+        for m in model.modules():
+            if isinstance(m, PrimaryCapsules) and type(m.conv) is nn.Conv2d:
+                m.conv.__class__ = GemmConv2d
     param = next(model.parameters(), None)
     on_cuda = param is not None and param.device.type == "cuda"
     if channels_last is True or (channels_last == "auto" and on_cuda):
@@ -104,6 +112,8 @@ def accelerate(model: nn.Module, compile_routing: bool = True, detach_inner: boo
 
 
 def readable(module: nn.Module) -> None:
-    """``model.apply(readable)`` puts the readable ``dynamic_routing`` back."""
+    """``model.apply(readable)`` puts the readable ``dynamic_routing`` and ``nn.Conv2d`` back."""
     if hasattr(module, "fast_routing"):
         module.fast_routing = None
+    if type(module) is GemmConv2d:
+        module.__class__ = nn.Conv2d
