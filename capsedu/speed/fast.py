@@ -85,10 +85,13 @@ def accelerate(model: nn.Module, compile_routing: bool = True, detach_inner: boo
     """Switch ``model`` to the fast path in place and return it.
 
     Every routed capsule layer (``DenseCapsules``, ``SharedCapsules``) then routes with
-    ``fused_routing``; ``channels_last="auto"`` stores 4-D weights channels-last when
-    the model is on CUDA (cuDNN's fastest layout for bf16; on CPU it measured no gain).
-    ``gemm_conv`` makes each ``PrimaryCapsules`` convolution a ``GemmConv2d`` (the same
-    parameters), which on the CPU runs as three matrix products. Undo with ``model.apply(capsedu.speed.fast.readable)``.
+    ``fused_routing``. ``gemm_conv`` makes each ``PrimaryCapsules`` convolution a
+    ``GemmConv2d`` (the same parameters), which on the CPU runs as three matrix products.
+    ``channels_last="auto"`` stores 4-D weights channels-last on CUDA (cuDNN's fastest
+    layout for bf16) and, with ``gemm_conv``, on the CPU: conv1 then hands over features
+    laid out as the matrix products read them, which saves a copy and a strided ReLU
+    backward (with oneDNN's convolution alone it measured no gain). Undo with
+    ``model.apply(capsedu.speed.fast.readable)``.
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"accelerate expects a torch.nn.Module, got {type(model).__name__}")
@@ -106,7 +109,7 @@ def accelerate(model: nn.Module, compile_routing: bool = True, detach_inner: boo
                 m.conv.__class__ = GemmConv2d
     param = next(model.parameters(), None)
     on_cuda = param is not None and param.device.type == "cuda"
-    if channels_last is True or (channels_last == "auto" and on_cuda):
+    if channels_last is True or (channels_last == "auto" and (on_cuda or gemm_conv)):
         model.to(memory_format=torch.channels_last)
     return model
 
