@@ -388,7 +388,7 @@
     }
     // c_ij of the last routing iteration, averaged over the capsule types at each grid cell: one
     // small map per digit class j. Grey is 1/J (each capsule's vote spread evenly), red more, blue
-    // less; the colours saturate at the largest departure from 1/J of this digit, printed below.
+    // less; the colours saturate at the largest departure from 1/J of this digit, stated above them.
     function showCoupling(res) {
       var J = data.num_classes, G = res.cells, T = res.types, side = Math.round(Math.sqrt(G));
       var maps = [], spread = 1e-6, j, cell;
