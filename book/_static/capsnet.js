@@ -281,6 +281,8 @@
     var info = el("div", {}, row);
     el("span", {}, info, "capsule length ");
     var length = el("output", {"class": "ci-length"}, info);
+    var tooLong = el("p", {"class": "ci-too-long", hidden: ""}, info,
+                     "Longer than 1: no squashed capsule is, so the decoder never saw one like it.");
     var reset = el("button", {"class": "ci-reset", type: "button"}, el("div", {}, info), "reset");
     var grid = el("div", {"class": "ci-sliders"}, body), sliders = [];
     for (var d = 0; d < D; d++) {
@@ -299,7 +301,9 @@
       var pixels = decode(state.decoder, caps, state.label);
       show(recon, pixels);
       if (pick.value === "drawn") { show(redrawn, pixels); }        // beside the drawing too
-      length.textContent = norm(caps, 0, D).toFixed(3);
+      var len = norm(caps, 0, D);
+      length.textContent = len.toFixed(3);
+      tooLong.hidden = len <= 1;                       // the sliders can push it past the squash's range
     }
     function choose() {                                // a test digit, or the reader's drawing
       var n = pick.value;
@@ -344,8 +348,12 @@
     var tools = el("p", {}, net);
     var clear = el("button", {"class": "ci-clear", type: "button"}, tools, "clear");
     el("span", {}, tools, " samples: ");
-    samples.forEach(function (img, n) {
-      el("button", {"class": "ci-sample", type: "button", "data-sample": n}, tools, String(n + 1))
+    var readings = data.samples.predicted, truths = data.samples.labels;
+    samples.forEach(function (img, n) {                 // "3 \u2192 7": a 3 that the network reads as 7
+      var name = (truths ? truths[n] + " \u2192 " : "\u2192 ") + readings[n];
+      el("button", {"class": "ci-sample", type: "button", "data-sample": n,
+                    title: truths ? "a " + truths[n] + ", read as " + readings[n] : "read as " + readings[n]},
+         tools, name)
         .addEventListener("click", function () { drawSample(img); run(img); });
     });
     var ink = pad.getContext("2d");
@@ -380,7 +388,7 @@
     }
     // c_ij of the last routing iteration, averaged over the capsule types at each grid cell: one
     // small map per digit class j. Grey is 1/J (each capsule's vote spread evenly), red more, blue
-    // less; the colours saturate at the largest departure from 1/J of this digit, printed below.
+    // less; the colours saturate at the largest departure from 1/J of this digit, stated above them.
     function showCoupling(res) {
       var J = data.num_classes, G = res.cells, T = res.types, side = Math.round(Math.sqrt(G));
       var maps = [], spread = 1e-6, j, cell;
@@ -393,9 +401,12 @@
         maps.push(m);
       }
       coupling.textContent = "";
-      el("small", {}, coupling, "coupling coefficients c_ij of the last iteration, mean over the " + T +
-         " capsule types at each of the " + G + " grid cells; grey = 1/" + J + ", red up to 1/" + J + " + " +
-         spread.toFixed(3) + ", blue down to 1/" + J + " \u2212 " + spread.toFixed(3) + "; under each map: the mean c_ij");
+      el("p", {"class": "ci-coupling-note"}, coupling, "Where each part of the image sends its vote: one map " +
+         "per digit class j, each cell the coupling c_ij of the last routing iteration, averaged over the " + T +
+         " capsule types at that cell of the " + side + " \u00d7 " + side + " grid. Grey is 1/" + J +
+         ", an even split; red is up to 1/" + J + " + " + spread.toFixed(3) + ", blue down to 1/" + J +
+         " \u2212 " + spread.toFixed(3) + ". The colours are stretched: routing barely moves the couplings " +
+         "from an even split, by at most \u00b1" + spread.toFixed(3) + " here. Under each map: its mean c_ij.");
       var row = el("div", {"class": "ci-row"}, coupling);
       maps.forEach(function (m, j) {
         var fig = el("figure", {}, row), cv = el("canvas", {width: side, height: side, "class": "ci-map"}, fig);
@@ -439,10 +450,12 @@
   style.textContent = ".capsedu-inpage .ci-part { margin: 1em 0; } .capsedu-inpage .ci-row { display: flex; flex-wrap: wrap; gap: 1em; align-items: flex-start; }" +
     " .capsedu-inpage .ci-28 { width: 140px; height: 140px; image-rendering: pixelated; }" +
     " .capsedu-inpage .ci-draw { width: 280px; height: 280px; touch-action: none; border: 1px solid #888; cursor: crosshair; }" +
-    " .capsedu-inpage .ci-sliders { display: grid; grid-template-columns: repeat(auto-fill, minmax(14em, 1fr)); gap: 0.2em 1em; font-size: 0.85em; }" +
-    " .capsedu-inpage .ci-sliders label { display: flex; align-items: center; gap: 0.4em; }" +
+    " .capsedu-inpage .ci-sliders { display: grid; grid-template-columns: repeat(auto-fill, minmax(20em, 1fr)); gap: 0.3em 1.5em; font-size: 0.9em; }" +
+    " .capsedu-inpage .ci-sliders label { display: flex; align-items: center; gap: 0.5em; }" +
+    " .capsedu-inpage .ci-sliders input { flex: 1; min-width: 12em; }" +          // wide: fine steps of 0.01
+    " .capsedu-inpage .ci-too-long { color: #b30; max-width: 16em; font-size: 0.9em; }" +
     " .capsedu-inpage .ci-bar { font-family: monospace; font-size: 0.85em; } .capsedu-inpage .ci-bar span { display: inline-block; height: 0.7em; background: #888; }" +
-    " .capsedu-inpage .ci-top span { background: #c33; } .capsedu-inpage .ci-map { width: 48px; height: 48px; image-rendering: pixelated; }" +
+    " .capsedu-inpage .ci-top span { background: #c33; } .capsedu-inpage .ci-map { width: 108px; height: 108px; image-rendering: pixelated; }" +
     " .capsedu-inpage figure { margin: 0; text-align: center; font-size: 0.8em; }";
   document.head.appendChild(style);
   function start() { Array.prototype.forEach.call(document.querySelectorAll(".capsedu-inpage"), Panel); }

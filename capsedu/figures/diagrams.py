@@ -7,6 +7,7 @@
 """
 from __future__ import annotations
 
+import textwrap
 from typing import Optional
 
 import matplotlib.pyplot as plt
@@ -43,25 +44,31 @@ def architecture_stages(config: Optional[CapsNetConfig] = None):
 def architecture_figure(config: Optional[CapsNetConfig] = None, ax=None):
     """CapsNet's stages as annotated boxes; returns the figure."""
     stages = architecture_stages(config)
-    if ax is None:
-        _, ax = plt.subplots(figsize=(12, 3.2))
+    if ax is None:   # 10 inches: at 100 dpi the page shows it at 73%, so 11 pt text is 11 px there
+        fig, ax = plt.subplots(figsize=(10, 3.8))
+        fig.subplots_adjust(left=0.01, right=0.99, bottom=0.02, top=0.9)   # the boxes get the width
     colours = ["0.9", "#c6dbef", "#9ecae1", "#6baed6", "#fdd0a2"]
-    width, gap = 2.05, 0.45  # wide enough for the longest shape label
+    width, gap = 2.05, 0.45  # wide enough for the longest wrapped label
+
+    def wrap(text):       # lines of at most 18 characters, so that 11 pt text fits its box
+        return "\n".join(textwrap.fill(line, 18) for line in text.split("\n"))
+
     for k, ((name, what, shape, params), colour) in enumerate(zip(stages, colours)):
         x = k * (width + gap)
         ax.add_patch(FancyBboxPatch((x, 0), width, 1.6, boxstyle="round,pad=0.03", fc=colour, ec="0.3"))
-        ax.text(x + width / 2, 1.38, name, ha="center", va="center", fontsize=11, weight="bold")
-        ax.text(x + width / 2, 0.98, what, ha="center", va="center", fontsize=8)
-        ax.text(x + width / 2, 0.5, shape, ha="center", va="center", fontsize=8.5, family="monospace")
-        ax.text(x + width / 2, -0.25, f"{params:,} parameters" if params else "", ha="center", fontsize=8.5)
+        ax.text(x + width / 2, 1.42, name, ha="center", va="center", fontsize=13, weight="bold")
+        ax.text(x + width / 2, 1.0, wrap(what), ha="center", va="center", fontsize=11)
+        ax.text(x + width / 2, 0.4, wrap(shape), ha="center", va="center", fontsize=11)
+        ax.text(x + width / 2, -0.08, f"{params:,} parameters" if params else "", ha="center", va="top",
+                fontsize=11)
         if k:
             ax.add_patch(FancyArrowPatch((x - gap + 0.05, 0.8), (x - 0.05, 0.8), arrowstyle="-|>",
                                          mutation_scale=14, color="0.3"))
     total = sum(p for *_, p in stages)
     encoder = total - stages[-1][3]
-    ax.set_title(f"CapsNet: {total:,} parameters ({encoder:,} without the decoder)", fontsize=11)
+    ax.set_title(f"CapsNet: {total:,} parameters ({encoder:,} without the decoder)", fontsize=13)
     ax.set_xlim(-0.2, len(stages) * (width + gap) - gap + 0.2)
-    ax.set_ylim(-0.5, 1.85)
+    ax.set_ylim(-0.45, 1.75)
     ax.axis("off")
     return ax.figure
 

@@ -95,13 +95,13 @@ def capsnet_images(model, images, who: str) -> torch.Tensor:
 
 @torch.no_grad()
 def capsnet_predictions(model, image: torch.Tensor):
-    """One image (1, 28, 28) -> (u_hat (1, 1152, 10, 16), primary lengths (1152,)) of a CapsNet."""
+    """One image (1, 28, 28) -> (u_hat (1, 1152, 10, 16), primary lengths (1152,), the image (28, 28))."""
     x = capsnet_images(model, image, "capsnet_predictions")
     if len(x) != 1:
         raise ValueError(f"capsnet_predictions: expected one image, got a batch of {len(x)}")
     x = x.to(next(model.parameters()).device)
     primary = model.primary(F.relu(model.conv1(x)))                          # (1, 1152, 8)
-    return model.digits.predictions(primary).cpu(), safe_norm(primary[0]).cpu()
+    return model.digits.predictions(primary).cpu(), safe_norm(primary[0]).cpu(), x[0, 0].cpu()
 
 
 @torch.no_grad()

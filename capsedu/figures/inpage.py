@@ -26,7 +26,7 @@ import math
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict
+from typing import Dict, Optional
 
 import numpy as np
 import torch
@@ -166,12 +166,18 @@ class InPagePanel(HtmlBlock):   # nbytes: what the panel adds to its page; the w
 
 
 @torch.no_grad()
-def inpage_panel(model, digits: torch.Tensor, samples: torch.Tensor) -> InPagePanel:
-    """The in-page panel for test ``digits`` (N, 1, 28, 28) (sliders) and ``samples`` (the canvas's samples)."""
+def inpage_panel(model, digits: torch.Tensor, samples: torch.Tensor,
+                 sample_labels: Optional[torch.Tensor] = None) -> InPagePanel:
+    """The in-page panel for test ``digits`` (N, 1, 28, 28) (sliders) and ``samples`` (the canvas's samples);
+    the sample buttons name each sample's label (``sample_labels``, if given) and the network's reading."""
     digits = capsnet_images(model, digits, "inpage_panel")
     samples = capsnet_images(model, samples, "inpage_panel")
+    if sample_labels is not None and len(sample_labels) != len(samples):
+        raise ValueError(f"inpage_panel: {len(samples)} samples but {len(sample_labels)} sample_labels")
     with one_thread():
-        capsules = model.capsules(digits.to(next(model.parameters()).device)).cpu()      # (N, 10, 16)
+        device = next(model.parameters()).device
+        capsules = model.capsules(digits.to(device)).cpu()                                # (N, 10, 16)
+        readings = safe_norm(model.capsules(samples.to(device)), dim=-1).argmax(dim=1).cpu()
     lengths = safe_norm(capsules, dim=-1)                                                 # (N, 10)
     labels = lengths.argmax(dim=1)
     # float32 values printed as the shortest decimals that read back to the same float32
@@ -179,7 +185,8 @@ def inpage_panel(model, digits: torch.Tensor, samples: torch.Tensor) -> InPagePa
     sizes = {name: len(data) for name, data in weight_files(model).items()}
     return InPagePanel({
         "digits": {"labels": labels.tolist(), "capsules": caps, "images": _png_free(digits[:, 0])},
-        "samples": {"images": _png_free(samples[:, 0])},
+        "samples": {"images": _png_free(samples[:, 0]), "predicted": readings.tolist(),
+                    "labels": None if sample_labels is None else [int(y) for y in sample_labels]},
         "files": sizes, "decoder": DECODER_FILE, "encoder": ENCODER_FILE,
         "span": SLIDER_SPAN, "digit_dim": model.config.digit_dim, "num_classes": model.config.num_classes})
 

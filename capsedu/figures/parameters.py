@@ -61,13 +61,13 @@ def parameter_table(model: nn.Module) -> List[Dict]:
 
 def format_table(rows: List[Dict]) -> str:
     """Plain-text table of ``parameter_table`` rows, with a total line."""
-    head = f"{'layer':<22}{'shapes':<34}{'counted':>12}  {'formula':<30}{'derived':>12}"
+    head = f"{'layer':<15}{'shapes':<20}{'counted':>11}  {'formula':<25}{'derived':>11}"   # 82 wide
     lines = [head, "-" * len(head)]
     for r in rows:
         shapes = ", ".join("x".join(map(str, s)) for s in r["shapes"])
         derived = f"{r['derived']:,}" if r["derived"] is not None else "-"
-        lines.append(f"{r['layer']:<22}{shapes:<34}{r['counted']:>12,}  {r['formula']:<30}{derived:>12}")
+        lines.append(f"{r['layer']:<15}{shapes:<20}{r['counted']:>11,}  {r['formula']:<25}{derived:>11}")
     total = sum(r["counted"] for r in rows)
     total_derived = sum(r["derived"] or 0 for r in rows)
-    lines += ["-" * len(head), f"{'total':<56}{total:>12,}  {'':<30}{total_derived:>12,}"]
+    lines += ["-" * len(head), f"{'total':<35}{total:>11,}  {'':<25}{total_derived:>11,}"]
     return "\n".join(lines)

@@ -27,6 +27,7 @@ __all__ = ["SquashPlot", "RoutingPlot", "PerturbationPlot", "FramePlot", "VARIAN
 VARIANT_LABELS = {"paper": "paper  n²/(1+n²)", "su": "Su  n²/(0.5+n²)", "tanh": "tanh n",
                   "exp": "1 − exp(−n)", "rational": "n/(1+n)"}
 DPI = 72
+VARIANT_DASHES = {"paper": (0, (5, 3)), "su": (0, (2, 2))}
 MODE_NAMES = {"hinton": "Hinton b ← b + û·v", "su": "Su b ← û·v"}
 
 
@@ -69,15 +70,18 @@ class SquashPlot(FramePlot):
         super().__init__(6.4, 3.6)
         self.ax = ax = self.fig.add_subplot()
         base = squash_curves(1.0)
-        self.lines = {name: ax.plot(base["n"], base[name], lw=1.2, label=VARIANT_LABELS[name])[0]
+        # the variants are drawn over the black curve, the paper's and Su's dashed, so that at
+        # k = 1 (or 0.5) the curve it coincides with still shows on top of the black one
+        self.lines = {name: ax.plot(base["n"], base[name], lw=1.8, zorder=3, label=VARIANT_LABELS[name],
+                                    ls=VARIANT_DASHES.get(name, "-"))[0]
                       for name in SQUASH_VARIANTS}
-        self.main, = ax.plot(base["n"], base["squash"], color="black", lw=2.5)
+        self.main, = ax.plot(base["n"], base["squash"], color="black", lw=3.5, zorder=2)
         self.marker = ax.axvline(1.0, color="0.5", ls="--", lw=0.8)
         self.dots = ax.scatter([], [], color="black", zorder=3, s=18)
-        self.note = ax.text(0.98, 0.04, "", transform=ax.transAxes, ha="right", va="bottom", fontsize=9)
+        self.note = ax.text(0.98, 0.04, "", transform=ax.transAxes, ha="right", va="bottom", fontsize=10)
         ax.set(xlim=(0, 4), ylim=(0, 1.02), xlabel="input length |s|", ylabel="output length |v|")
         ax.set_title("length maps: the squash with slider k (black) and the chosen variants", fontsize=10)
-        self.moving = [*self.lines.values(), self.main, self.marker, self.dots, self.note]
+        self.moving = [self.main, *self.lines.values(), self.marker, self.dots, self.note]   # drawn in order
         self.legend = None
         self.state = None
 
@@ -91,11 +95,14 @@ class SquashPlot(FramePlot):
         shown = ["squash", *[n for n in SQUASH_VARIANTS if n in names]]
         self.marker.set_xdata([example, example])
         self.dots.set_offsets(np.array([[example, point[n][0]] for n in shown]))
-        self.note.set_text(f"|s| = {example:.2f}  ->  |v| = {point['squash'][0]:.3f} (k = {k:g})")
+        same = [who for n, kn, who in (("paper", 1.0, "the paper's"), ("su", 0.5, "Su's"))
+                if n in names and k == kn]
+        self.note.set_text(f"|s| = {example:.2f}  ->  |v| = {point['squash'][0]:.3f} (k = {k:g})"
+                           + (f"\nk = {k:g} is {same[0]}: its dashed curve lies on the black" if same else ""))
         if self.legend is not None:
             self.moving.remove(self.legend)
         self.legend = self.ax.legend(handles=[self.main, *[self.lines[n] for n in SQUASH_VARIANTS if n in names]],
-                                     loc="upper left", fontsize=8)
+                                     loc="upper left", fontsize=10)
         self.legend.set_animated(self._background is not None)
         self.moving.append(self.legend)
         self.state = {"k": k, "names": tuple(names), "example": example, "curves": curves, "point": point}
@@ -103,15 +110,18 @@ class SquashPlot(FramePlot):
 
 
 class RoutingPlot(FramePlot):
-    """Toy 2-D routing (3 parents) and a CapsNet's c_ij heat map with its |v_j|, at one iteration."""
+    """Toy 2-D routing (3 parents) and a CapsNet input: the digit, its c_ij heat map and |v_j|, at one iteration.
+
+    Two rows, 10 x 7.4 inches at 72 dpi (720 px, the book's column), so that its 10-11 pt text
+    stays 10 px or more on the page."""
 
     def __init__(self, toy: torch.Tensor, capsnet: Optional[tuple] = None, rows: int = 40):
-        super().__init__(12.5, 3.5)
+        super().__init__(10, 7.4 if capsnet is not None else 3.9)
         self.toy, self.capsnet = toy, capsnet
-        ncols = 5 if capsnet is not None else 3
-        axes = self.fig.subplots(1, ncols, width_ratios=[1, 1, 1, 0.9, 0.9][:ncols])
+        grid = self.fig.add_gridspec(2 if capsnet is not None else 1, 6)
+        axes = [self.fig.add_subplot(grid[0, 2 * j:2 * j + 2]) for j in range(3)]
         self.arrows, self.points, self.titles = [], [], []
-        for j, ax in enumerate(axes[:3]):
+        for j, ax in enumerate(axes):
             ax.add_patch(Circle((0, 0), 1.0, fill=False, color="0.8", lw=0.8))   # |v| < 1 inside
             pts = toy[0, :, j].numpy()
             self.points.append(ax.scatter(pts[:, 0], pts[:, 1], c=np.zeros(len(pts)), cmap="viridis",
@@ -120,25 +130,31 @@ class RoutingPlot(FramePlot):
                                          angles="xy", scale_units="xy", scale=1, width=0.012))
             ax.set(xlim=(-2, 2), ylim=(-2, 2), aspect="equal", xlabel="dim 1")
             ax.set_ylabel("dim 2" if j == 0 else "")
-            self.titles.append(ax.set_title("", fontsize=9))
+            self.titles.append(ax.set_title("", fontsize=11))
         if capsnet is not None:
+            ax_digit = self.fig.add_subplot(grid[1, 0])
+            ax_heat = self.fig.add_subplot(grid[1, 1:4])
+            ax_bar = self.fig.add_subplot(grid[1, 4:])
+            self.digit = ax_digit.imshow(np.zeros((28, 28)), cmap="gray_r", vmin=0, vmax=1)
+            ax_digit.set(xticks=[], yticks=[])
+            ax_digit.set_title("the input", fontsize=11)
             self.n_rows = rows
-            self.set_capsnet(capsnet)
-            self.heat = axes[3].imshow(np.ones((rows, 10)), cmap="RdBu_r", norm=LogNorm(1 / 3, 3),
+            self.heat = ax_heat.imshow(np.ones((rows, 10)), cmap="RdBu_r", norm=LogNorm(1 / 3, 3),
                                        aspect="auto", interpolation="nearest")
-            axes[3].set(xlabel="digit capsule j", ylabel=f"primary capsule i ({rows} longest)",
+            ax_heat.set(xlabel="digit capsule j", ylabel=f"primary capsule i\n({rows} longest)",
                         xticks=range(10))
-            bar = self.fig.colorbar(self.heat, ax=axes[3], label="10 c_ij (1 = uniform)", shrink=0.9)
+            bar = self.fig.colorbar(self.heat, ax=ax_heat, label="10 c_ij (1 = uniform)", shrink=0.9)
             bar.set_ticks([1 / 3, 1 / 2, 1, 2, 3], labels=["1/3", "1/2", "1", "2", "3"])
             bar.minorticks_off()
-            self.bars = axes[4].bar(range(10), np.zeros(10), color="tab:blue")
-            axes[4].set(ylim=(0, 1), xticks=range(10), xlabel="digit capsule j", ylabel="|v_j|")
-            self.heat_title = axes[3].set_title("", fontsize=9)
-            self.bar_title = axes[4].set_title("", fontsize=9)
-            self.moving += [self.heat, *self.bars, self.heat_title, self.bar_title]
-        self.fig.suptitle("Toy layer: 12 lower capsules vote for 3 parents (dots: predictions, colour c_ij; "
-                          "grey arrow s_j, black v_j)" + ("  |  a CapsNet input" if capsnet is not None else ""),
-                          fontsize=10)
+            self.bars = ax_bar.bar(range(10), np.zeros(10), color="tab:blue")
+            ax_bar.set(ylim=(0, 1), xticks=range(10), xlabel="digit capsule j", ylabel="|v_j|")
+            self.heat_title = ax_heat.set_title("", fontsize=11)
+            self.bar_title = ax_bar.set_title("", fontsize=11)
+            self.set_capsnet(capsnet)
+            self.moving += [self.digit, self.heat, *self.bars, self.heat_title, self.bar_title]
+        self.fig.suptitle("Toy layer: 12 lower capsules vote for 3 parents (dots: predictions, colour c_ij;\n"
+                          "grey arrow s_j, black v_j)" + ("; below, the CapsNet on a test digit"
+                                                          if capsnet is not None else ""), fontsize=11)
         self.moving += [*self.points, *self.arrows, *self.titles]
         self.state = None
 
@@ -146,6 +162,7 @@ class RoutingPlot(FramePlot):
         """A new CapsNet input: its (u_hat, primary lengths); the heat map shows the longest primaries."""
         self.capsnet = capsnet
         self.rows = torch.argsort(capsnet[1], descending=True)[:self.n_rows]
+        self.digit.set_data(np.asarray(capsnet[2]))
 
     def update(self, toy_frames, net_frames, iteration: int, mode: str):
         f = toy_frames[iteration - 1]
@@ -156,15 +173,15 @@ class RoutingPlot(FramePlot):
             s, v = f["s"][j].numpy(), f["v"][j].numpy()
             self.arrows[j].set_UVC([s[0], v[0]], [s[1], v[1]])
             self.titles[j].set_text(f"parent {j + 1}: |s| {np.linalg.norm(s):.2f}, |v| {np.linalg.norm(v):.2f}"
-                                    + (f"\n{MODE_NAMES[mode]}, iteration {iteration} of {len(toy_frames)}" if j == 0 else ""))
+                                    + (f"\n{MODE_NAMES[mode]}, r = {iteration} of {len(toy_frames)}" if j == 0 else ""))
         if self.capsnet is not None:
             g = net_frames[iteration - 1]
             self.heat.set_data(g["c"][self.rows].numpy() * g["c"].shape[1])
             lengths = g["v"].norm(dim=-1).numpy()
             for bar, h in zip(self.bars, lengths):
                 bar.set_height(h)
-            self.heat_title.set_text(f"CapsNet, {MODE_NAMES[mode]}: iteration {iteration} of {len(net_frames)}")
-            self.bar_title.set_text(f"|v_j| after iteration {iteration}")
+            self.heat_title.set_text(f"CapsNet, {MODE_NAMES[mode]}, r = {iteration}")
+            self.bar_title.set_text(f"|v_j| at r = {iteration}: longest {int(lengths.argmax())}")
         self.state = {"iteration": iteration, "mode": mode, "toy": f,
                       "net": None if self.capsnet is None else net_frames[iteration - 1]}
         return self

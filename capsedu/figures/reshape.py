@@ -15,7 +15,7 @@ from capsedu.core.capsnet import CapsNetConfig
 
 __all__ = ["primary_reshape_figure"]
 
-FONT = 11
+FONT = 16        # 14 pt at the smallest: 10 px once the 14-inch figure fits the column
 
 
 def _type_colour(t: int, types: int):
@@ -47,11 +47,10 @@ def _types(ax, x0, types, dim, side):
             for gy in range(side):
                 ax.add_patch(Rectangle((x0 + gx * cell, y0 + gy * cell), cell, cell, facecolor=_type_colour(t, types),
                                        edgecolor="white", lw=0.6))
-        ax.text(x0 + side * cell + 0.15, y0 + side * cell / 2, f"type {t}\n{side}×{side} capsules,\n"
-                f"each {dim}-D", va="center", fontsize=FONT - 1)
+        ax.text(x0 + side * cell + 0.15, y0 + side * cell / 2, f"type {t}", va="center", fontsize=FONT - 1)
     ax.text(x0 + side * cell / 2, 2.0, "⋮", ha="center", va="center", fontsize=FONT + 2)
-    ax.text(x0 + 1.2, 6.35, f"{types} types × {dim} dims\non the {side}×{side} grid", ha="center", va="bottom",
-            fontsize=FONT)
+    ax.text(x0 + 1.2, 6.35, f"{types} types, each {side}×{side}\ncapsules of {dim}-D", ha="center",
+            va="bottom", fontsize=FONT)
 
 
 def _capsules(ax, x0, types, dim, side):
@@ -73,7 +72,7 @@ def _capsules(ax, x0, types, dim, side):
 
 def _arrow(ax, x0, x1, label):
     ax.add_patch(FancyArrowPatch((x0, 3.0), (x1, 3.0), arrowstyle="-|>", mutation_scale=16, lw=1.2))
-    ax.text((x0 + x1) / 2, 3.2, label, ha="center", va="bottom", fontsize=FONT - 2, family="monospace")
+    ax.text((x0 + x1) / 2, 2.8, label, ha="center", va="top", fontsize=FONT - 2, family="monospace")
 
 
 def primary_reshape_figure(config: Optional[CapsNetConfig] = None, ax=None):
@@ -81,12 +80,12 @@ def primary_reshape_figure(config: Optional[CapsNetConfig] = None, ax=None):
     c = config or CapsNetConfig()
     types, dim, side = c.primary_types, c.primary_dim, c.primary_grid[0]
     if ax is None:
-        _, ax = plt.subplots(figsize=(14, 4.4))
+        _, ax = plt.subplots(figsize=(14, 4.6))
     _channels(ax, 0.0, types, dim, side)
-    _arrow(ax, 4.2, 6.0, f".view(B, {types}, {dim},\n      {side}, {side})")
-    _types(ax, 6.3, types, dim, side)
-    _arrow(ax, 10.1, 12.3, f".permute(0,1,3,4,2)\n.reshape(B, {types * side * side}, {dim})")
-    _capsules(ax, 12.6, types, dim, side)
-    ax.set(xlim=(-0.2, 18.6), ylim=(-0.3, 7.6))
+    _arrow(ax, 4.9, 7.3, f".view(B, {types},\n{dim}, {side}, {side})")
+    _types(ax, 7.6, types, dim, side)
+    _arrow(ax, 10.9, 14.4, f".permute(0,1,3,4,2)\n.reshape(B,\n{types * side * side}, {dim})")
+    _capsules(ax, 14.7, types, dim, side)
+    ax.set(xlim=(-0.2, 21.5), ylim=(-0.3, 7.6))
     ax.axis("off")
     return ax

@@ -111,6 +111,11 @@ def test_panel_carries_the_predicted_capsules_and_the_images(model, digits):
     pixels = np.frombuffer(base64.b64decode(panel.data["digits"]["images"]), np.uint8).reshape(20, 28, 28)
     assert np.abs(pixels / 255 - digits[:, 0].numpy()).max() <= 0.5 / 255
     assert len(base64.b64decode(panel.data["samples"]["images"])) == 3 * 784
+    assert panel.data["samples"]["predicted"] == labels[:3].tolist()        # the buttons' "label -> reading"
+    named = inpage_panel(model, digits, digits[:3], sample_labels=torch.tensor([7, 1, 4]))
+    assert named.data["samples"]["labels"] == [7, 1, 4] and panel.data["samples"]["labels"] is None
+    with pytest.raises(ValueError, match="3 samples but 2 sample_labels"):
+        inpage_panel(model, digits, digits[:3], sample_labels=[1, 2])
 
 
 def test_panel_html_loads_the_script_from_the_book_only(model, digits):
