@@ -25,10 +25,11 @@ The mode (``CAPSEDU_MODE``) sets how much each chapter trains, one code path for
 | "smoke" | the tests: every code path            | a few dozen sample digits     | seconds |
 | "quick" | a 2-core CPU, no network (book build) | the embedded 10k sample       | <= 3 min |
 | "gpu"   | a GPU runtime such as Colab's T4      | all of MNIST where it downloads | <= 5 min on a T4 |
-| "full"  | the paper's budget, opt-in            | all of MNIST                  | 10-30 min on a T4 (estimated) |
+| "full"  | longer runs, opt-in (ch. 5: 30 epochs) | all of MNIST                 | 10-30 min on a T4 (estimated) |
 
 Unset, the mode is "gpu" where a CUDA or MPS device is present and "quick" elsewhere.
-Chapter 0 (``book/00_setup.ipynb``) tabulates what each chapter trains in each mode.
+Chapter 0 (``book/00_setup.ipynb``) tabulates what each chapter trains in quick mode, the appendix
+(``book/appendix_scale.ipynb``) in the others (``capsedu.reports.chapter_plan``).
 """
 import os
 
@@ -90,6 +91,6 @@ MODE_TABLE = (
      "about 3 min on 2 CPU cores"),
     ("gpu", "a GPU runtime such as Colab's T4", "all of MNIST where it downloads, else the embedded digits",
      "about 5 min on a T4"),
-    ("full", "opt-in: budgets close to the published runs", "all of MNIST", "10-30 min on a T4 (estimated)"),
+    ("full", "opt-in: longer runs (chapter 5: 30 epochs)", "all of MNIST", "10-30 min on a T4 (estimated)"),
 )
 MODE_UNSET = "`gpu` where a CUDA or MPS device is present, else `quick`"  # what current_mode() returns unset
