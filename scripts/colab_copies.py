@@ -2,7 +2,7 @@
 
     python scripts/colab_copies.py [--built _build/jupyter_execute/book] [--out _build/colab/book]
 
-For every ``book/NN_*.ipynb`` it writes a copy whose markdown has no MyST left (the conversions
+For every ``book/*.ipynb`` (the chapters and the appendix pages) it writes a copy whose markdown has no MyST left (the conversions
 are in scripts/colab_markdown.py): citations as "(Sabour et al., 2017)" with the chapter's
 reference list at the end, ``{doc}`` links to the rendered pages (``[project.urls] Documentation``
 in pyproject.toml), glued numbers as the values of the executed notebooks in ``--built`` (the
@@ -133,7 +133,7 @@ def colab_copy(source: Path, built: Optional[Path], bib: Bibliography):
 
 
 def chapters():
-    return sorted(BOOK.glob("[0-9][0-9]_*.ipynb"))
+    return sorted(BOOK.glob("*.ipynb"))   # the chapters and the pages after them (appendix, ledger)
 
 
 def write_copies(out: Path, built: Optional[Path] = BUILT) -> list:
