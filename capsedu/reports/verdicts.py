@@ -160,7 +160,8 @@ def interval_text(comparison: Mapping, digits: int = 3) -> str:
     text = _f(c["mean"], digits) + (" in every seed" if c.get("equal") else "")
     items = c.get("method") == "seeds and items"
     if c.get("low") is not None:
-        text += f"{'; over the items' if c.get('equal') else ''} [{_f(c['low'], digits)}, {_f(c['high'], digits)}], {_p(c['p'])}"
+        over = "; over the items" if c.get("equal") else ""
+        text += f"{over} [{_f(c['low'], digits)}, {_f(c['high'], digits)}], {_p(c['p'])}"
     if items:
         text += f" ({seeds} × {c['n_items']:,} items)"
         pooled = c["pooled"]

@@ -134,7 +134,8 @@ def test_seeds_and_items_is_the_two_way_variance_of_the_mean():
     assert out["mean"] == pytest.approx(d.mean())
     assert out["se"] ** 2 == pytest.approx(max(_anova_variance(d), out["seed_term"], out["item_term"]))
     # never narrower in standard error than the seeds alone or the items alone
-    assert out["se"] ** 2 >= d.mean(axis=1).var(ddof=1) / 3 - 1e-15 and out["se"] ** 2 >= d.mean(axis=0).var(ddof=1) / 400
+    assert out["se"] ** 2 >= d.mean(axis=1).var(ddof=1) / 3 - 1e-15
+    assert out["se"] ** 2 >= d.mean(axis=0).var(ddof=1) / 400
 
 
 def test_seeds_and_items_covers_the_true_difference_in_simulation():
