@@ -16,7 +16,8 @@ import numpy as np
 from capsedu.experiments.shared.runs import stored_or_preview
 from capsedu.experiments.two_digits.run import curve, format_table
 from capsedu.figures.tables import render_table
-from capsedu.reports.verdicts import by_seed, interval_text, rows_for
+from capsedu.reports.verdicts import (by_seed, detectable_text, holm_text, interval_text, rows_for, table_note,
+                                      verdict_text)
 
 __all__ = ["PREVIEW", "SU_REPORTED", "COLOURS", "CLAIMS", "TwoDigitReport", "two_digit_report", "Verdicts", "verdicts"]
 
@@ -195,6 +196,12 @@ CLAIMS = [  # a minus b, claimed to be positive; "misses": the stored per-image 
 ]
 
 
+PRIMARY = ("su_vert", "r1_pool", "r1_vert")   # the chapter's headline claims; the other rows are Holm-adjusted
+CLAIMED = {  # the source's effect, a minus b, that a "cannot tell" is set against; a key: that row's measured mean
+    "su_vert": (0.50, "Su's"), "su_conf": (0.80, "Su's"), "march_vert": (0.55, "Su's"),
+    "hinton_vert": (0.25, "Su's"), "r1_vert": "su_vert", "r1_hor": "su_hor"}
+
+
 @dataclass
 class Verdicts:
     """``CLAIMS`` judged: ``rows`` maps each claim's key to its ``capsedu.reports.verdicts.rows_for`` row."""
@@ -211,11 +218,14 @@ class Verdicts:
         return self.rows[key]["comparison"]
 
     def table(self) -> str:
+        """HTML: one row per claim, then the note on how the rows were judged."""
         table = [[row["claim"], row["whose"], f"{row['a']} − {row['b']}",
-                  interval_text(c) if c else "not stored in this copy", f"{c['detectable']:.3f}" if c else "",
-                  row["verdict"]] for row in self.rows.values() for c in [row["comparison"]]]
-        return render_table(["claim", "whose", "difference", "ours: mean [95% interval], p", "detectable", "verdict"],
-                            table, html=True)
+                  interval_text(c) if c else "not stored in this copy", holm_text(row), detectable_text(c),
+                  verdict_text(row)] for row in self.rows.values() for c in [row["comparison"]]]
+        return render_table(["claim", "whose", "difference", "ours: mean [95% interval], p", "Holm p",
+                             "detectable (paired)", "verdict"], table, html=True) + table_note(
+            list(self.rows.values()), "Su's head against pooling, vertical; summing alone against pooling; "
+            "routing against summing, vertical")
 
     def mcnemar(self) -> str:
         """In how many rows McNemar's test paired the images, and whose runs kept no per-image outcomes."""
@@ -242,7 +252,14 @@ def verdicts(long: TwoDigitReport, control: TwoDigitReport) -> Verdicts:
     with_control = long.stored and control.stored
     if with_control:
         runs += [{**r, "model": "capsule-r1"} for r in control.runs]
-    claims = [{**c, "n": long.n_test if c["field"] == "single_acc" else long.n_pairs} for c in CLAIMS]
+    claims = [{**c, "n": long.n_test if c["field"] == "single_acc" else long.n_pairs,
+               "primary": c.get("primary", c["key"] in PRIMARY)} for c in CLAIMS]
     rows = {row["key"]: row for row in rows_for(claims, runs, long.n_pairs)}
+    for key, claimed in CLAIMED.items():        # "routing makes the advantage": all of it, as measured
+        if key in rows and isinstance(claimed, str):
+            c = rows.get(claimed, {}).get("comparison")
+            claimed = (c["mean"], "all of the capsule advantage (su − pooling)") if c else None
+        if key in rows and claimed is not None:
+            rows[key].setdefault("claimed", claimed)
     heading = f"verdicts from {long.label}" + (f" and {CONTROL}" if with_control else "")
     return Verdicts(rows, heading, long.n_pairs, sorted({r["model"] for r in runs if "misses" not in r}))

@@ -13,7 +13,7 @@ from capsedu.experiments.shared.runs import stored_or_preview
 from capsedu.experiments.two_digits.run import two_digit_test_set
 from capsedu.figures.tables import render_table
 from capsedu.reports.two_digits import PREVIEW, TwoDigitReport
-from capsedu.reports.verdicts import CANNOT_TELL, interval_text, rows_for
+from capsedu.reports.verdicts import CANNOT_TELL, adjust, holm_text, interval_text, rows_for, table_note
 from capsedu.training.evaluation import predict_lengths, set_hits
 
 __all__ = ["ink_gap", "InkGaps", "ink_gaps", "VARIANTS", "Change", "Settings", "settings_report"]
@@ -90,8 +90,9 @@ class Change(NamedTuple):
     model: str
     measure: str
     interval: str                    # "mean [95% interval], p (seeds)"
-    matters: bool                    # the interval excludes zero
+    matters: bool                    # the interval excludes zero and the Holm-adjusted p is below 0.05
     mean: float                      # the paired mean difference, change minus preset
+    holm: str = "-"                  # the Holm-adjusted p over all the table's comparisons
 
 
 @dataclass
@@ -100,23 +101,25 @@ class Settings:
     notes: List[str]
     rows: List[List] = field(default_factory=list)
     changes: List[Change] = field(default_factory=list)
+    verdict_rows: List[Dict] = field(default_factory=list)   # the comparisons' verdict rows, Holm-adjusted together
 
     def table(self) -> str:
         return render_table(["change", "model", "seeds", *(n for _, n in FIELDS)], self.rows, html=True)
 
     def comparisons(self) -> str:
-        return render_table(["change", "model", "measure", "change − preset: mean [95% interval], p", "verdict"],
-                            [[*c[:4], "matters" if c.matters else "cannot tell"] for c in self.changes], html=True)
+        return render_table(["change", "model", "measure", "change − preset: mean [95% interval], p", "Holm p",
+                             "verdict"], [[*c[:4], c.holm, "matters" if c.matters else "cannot tell"]
+                                          for c in self.changes], html=True) + table_note(self.verdict_rows)
 
     def matter(self, change: str = None) -> List[Change]:
-        """The comparisons whose interval excludes zero (of one change, or of all)."""
+        """The comparisons whose interval excludes zero after Holm's correction (of one change, or of all)."""
         return [c for c in self.changes if c.matters and change in (None, c.change)]
 
     def names(self) -> List[str]:
         return list(dict.fromkeys(c.change for c in self.changes))
 
     def quiet(self) -> List[str]:
-        """The changes none of whose comparisons excludes zero."""
+        """The changes none of whose comparisons matters."""
         return [name for name in self.names() if not self.matter(name)]
 
     @staticmethod
@@ -128,7 +131,7 @@ class Settings:
         return "; ".join(f"{model}: {', '.join(parts)}" for model, parts in by_model.items())
 
     def lines(self) -> List[str]:
-        return [f"{name:24} {self.listed(self.matter(name)) or 'no interval excludes zero'}" for name in self.names()]
+        return [f"{name:24} {self.listed(self.matter(name)) or 'nothing survives Holm'}" for name in self.names()]
 
     def glued(self, hurt=("squash k = 1", "PyTorch initialisation")) -> Dict[str, object]:
         """What the prose quotes: the counts, the gains of more epochs, the quiet changes, where ``hurt`` matter."""
@@ -155,8 +158,10 @@ def settings_report(folder: str = "two_digits_variants") -> Settings:
                 continue
             for f, name in FIELDS:
                 n = found[key]["meta"]["n_test"] if f == "single_acc" else found[key]["settings"]["n_pairs"]
-                (v,) = rows_for([dict(a="variant", b="preset", field=f, n=n)], mine + preset, n)
+                (v,) = rows_for([dict(a="variant", b="preset", field=f, n=n)], mine + preset, n, correct=False)
                 if v["comparison"] is not None:
-                    out.changes.append(Change(label, row["model"], name, interval_text(v["comparison"]),
-                                              v["verdict"] != CANNOT_TELL, v["comparison"]["mean"]))
+                    out.verdict_rows.append({**v, "change": (label, row["model"], name)})
+    for v in adjust(out.verdict_rows):      # one family: every change, model and measure of the table
+        out.changes.append(Change(*v["change"], interval_text(v["comparison"]), v["verdict"] != CANNOT_TELL,
+                                  v["comparison"]["mean"], holm_text(v)))
     return out

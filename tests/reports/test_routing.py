@@ -41,15 +41,17 @@ def test_the_stored_run_gives_the_chapters_numbers(data, stand_in):
     assert rep.from_stored and rep.source == "the stored run" and rep.has_spread
     assert "15 of 15 trainings finished" in rep.stored_text()
     assert (rep.n_train, rep.n_test, rep.epochs) == (9000, 1000, 15)
-    assert rep.detectable == pytest.approx(0.0150618, abs=1e-6) and rep.shift_px == pytest.approx(1.58158, abs=1e-4)
+    # one seed's paired test on the shared digits, dynamic − none (two independent sets would need 0.0151)
+    assert rep.detectable == pytest.approx(0.0092918, abs=1e-6) and rep.shift_px == pytest.approx(1.58158, abs=1e-4)
     assert {n: round(g, 3) for n, g in rep.rising.items()} == {"dynamic": 0.001, "none": 0.003, "em": 0.016,
                                                                 "attention": 0.002, "em-spread": 0.007}
     assert {k: v.verdict for k, v in rep.verdicts.items()} == {
         "routing_test": CANNOT_TELL, "routing_affine": CANNOT_TELL, "att_test": CANNOT_TELL, "att_cost": HOLDS,
-        "spread_test": FAILS, "spread_affine": FAILS}
+        "spread_test": FAILS, "spread_affine": CANNOT_TELL}        # the affine row: Holm-adjusted p 0.052
+    assert rep.verdicts["spread_affine"].row["p_holm"] == pytest.approx(0.0516, abs=1e-4)
     glued = rep.glue_values("verdicts")
     assert glued["ch10_att_cost"] == pytest.approx(4.18558, abs=1e-4)            # benchmark rounds, paired
-    assert glued["ch10_routing_test_ci"] == "-0.014 to +0.003"
+    assert glued["ch10_routing_test_ci"] == "-0.012 to +0.001"
     assert glued["em_cost_ratio"] == pytest.approx(205.083, abs=1e-2)
     assert glued["ch10_spread_state"] == "was still rising at the end (+0.007 over its last three epochs)"
     assert "activation cap of 0.342, still rising at the end" in rep.verdicts_html(cap_em=0.342)

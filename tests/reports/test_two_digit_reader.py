@@ -3,6 +3,7 @@
 The stored numbers asserted here are the ones the executed chapter prints; a stand-in for the live
 preview (the stored run itself, marked as not stored) keeps the file fast: nothing is trained.
 """
+import html
 import math
 import re
 import shutil
@@ -48,27 +49,33 @@ def test_the_stored_runs_read_as_the_chapter_prints_them(stored):
     assert lines[-1].endswith("capsule-su-march vertical: share of top-2 hits whose second score is not above 0.5: 0.00")
     v = verdicts(long, control)
     assert v.heading == "verdicts from the stored run and the stored r = 1 control"
-    assert "+0.560 [+0.365, +0.755], p = 0.006 (3 seeds)</td><td>0.062</td><td>holds" in v.table()
+    assert ("+0.560 [+0.365, +0.755], p = 0.006 (3 seeds; seeds only: no per-item outcomes stored)</td>"
+            "<td>primary</td><td>- (no per-item outcomes)</td><td>holds</td>") in v.table()
+    # a secondary row whose interval clears zero but whose Holm-adjusted p does not: no verdict
+    assert v.rows["hinton_vert"]["p_holm"] == pytest.approx(0.057, abs=1e-3) and v.verdict("hinton_vert") == CANNOT_TELL
+    assert "(clear of zero, but not after Holm's correction over 8 rows)" in html.unescape(v.table())
     assert v.mcnemar().startswith("McNemar's test in 0 of 11 rows; no per-image outcomes stored for capsule-hinton, "
                                   "capsule-su, capsule-su-march, pooling (")
     glued = v.glued()
     assert glued["ch7_n_pairs"] == 1000 and round(glued["ch7_su_vert"], 3) == 0.560
     assert glued["ch7_su_hor_ci"] == "-0.08 to +0.42" and glued["ch7_su_hor_verdict"] == CANNOT_TELL
     assert [v.verdict(k) for k in ("r1_pool", "r1_vert")] == [HOLDS, CANNOT_TELL]
+    assert "it rules out all of the capsule advantage (su − pooling) +0.17, though not 83% of it" in html.unescape(
+        v.table())
 
 
 def test_the_settings_read_as_the_chapter_prints_them():
     s = settings_report()
     assert not s.notes and len(s.rows) == 7
+    # 15 comparisons in one Holm family: of the six intervals that exclude zero, one survives
     assert s.lines() == [
-        "twice the epochs         pooling: single digit +0.013, horizontal top-2 +0.083; "
-        "capsule-su: vertical top-2 +0.121, horizontal top-2 +0.107",
-        "λ = 0.5                  no interval excludes zero",
-        "squash k = 1             capsule-su: horizontal top-2 -0.038",
-        "PyTorch initialisation   capsule-su: single digit -0.009"]
-    assert s.glued() == {"variants_n": 15, "variants_matter_n": 6, "variants_epochs": s.lines()[0][25:],
-                         "variants_quiet": "λ = 0.5", "variants_hurt": "squash k = 1, capsule-su: horizontal top-2 "
-                         "-0.038; PyTorch initialisation, capsule-su: single digit -0.009"}
+        "twice the epochs         capsule-su: horizontal top-2 +0.107",
+        "λ = 0.5                  nothing survives Holm",
+        "squash k = 1             nothing survives Holm",
+        "PyTorch initialisation   nothing survives Holm"]
+    assert s.glued() == {"variants_n": 15, "variants_matter_n": 1, "variants_epochs": s.lines()[0][25:],
+                         "variants_quiet": "λ = 0.5, squash k = 1, PyTorch initialisation", "variants_hurt": ""}
+    assert sum("<td>cannot tell</td>" in row for row in s.comparisons().split("<tr>")) == 14
 
 
 def test_a_partial_folder_is_read_for_what_it_holds(copied, stored):
