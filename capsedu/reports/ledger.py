@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from html import escape
 from typing import Dict, List, Optional
 
 from capsedu.experiments import ablation, multimnist, robustness
@@ -23,13 +24,12 @@ from capsedu.reports.stats import paired_difference
 from capsedu.reports.tutorial import tutorial_report
 from capsedu.reports.verdicts import CANNOT_TELL, FAILS, HOLDS, allows, compare, interval_text, judge
 
-__all__ = ["Entry", "Ledger", "claim_ledger", "CHAPTERS"]
+__all__ = ["CLAIMS", "ROUTING", "Entry", "Ledger", "claim_ledger"]
 
-CHAPTERS = {"3": "03_routing", "7": "07_two_digits", "9": "09_paper_experiments", "10": "10_after_routing",
-            "11": "11_tutorial_code"}
 T1 = ablation.PAPER_TABLE1
 AFF = robustness.PAPER_AFFNIST
-# id -> (the reader's key, the claim in a few words, whose, their number: theirs, never measured here)
+# "chapter.n" -> (the claim's key in its chapter's reader, the claim in a few words, whose it is,
+#                 their number: theirs, never measured here)
 CLAIMS = {
     "3.1": ("coupling", "3 iterations move the coupling away from uniform (mean max c vs 0.1)",
             "the paper; Pechyonkin", "no number (a vote goes where it agrees)"),
@@ -120,7 +120,7 @@ def _chapter3(sample, n: int) -> Dict[str, Dict]:
             "iterations": {"comparison": iterations, "verdict": judge(iterations), "budget": budget}}
 
 
-def _chapter7(sample) -> Dict[str, Dict]:
+def _chapter7() -> Dict[str, Dict]:
     long, control = two_digits.two_digit_report("two_digits_long"), two_digits.two_digit_report(
         "two_digits_r1", control=True)
     if not (long.stored and control.stored):
@@ -188,13 +188,13 @@ class Ledger:
 
     def table(self, chapter: str) -> str:
         """HTML: one chapter's claims, in five short columns; the budget and the full verdict below each."""
-        rows = [[e.id, e.claim, f"{e.whose}: {e.theirs}", e.ours, f"<b>{e.verdict}</b>"]
+        rows = [[e.id, e.claim, f"{e.whose}: {e.theirs}", e.ours, e.verdict]
                 for e in self.entries if e.chapter == chapter]
-        notes = "".join(f"<li>{e.id}: {e.budget}" + (f"; {e.allows}" if e.allows else "") + "</li>"
-                        for e in self.entries if e.chapter == chapter)
+        notes = "".join(f"<li><small>{e.id}: {escape(e.budget)}" + (f"; {escape(e.allows)}" if e.allows else "")
+                        + "</small></li>" for e in self.entries if e.chapter == chapter)
         return (render_table(["", "claim", "whose: their number", "ours: difference [95% interval]", "verdict"],
                              rows, html=True) + f"<p><small>Budget (epochs, training digits, seeds), and what a "
-                f"\"cannot tell\" still allows:</small></p><ul><small>{notes}</small></ul>")
+                f"\"cannot tell\" still allows:</small></p><ul>{notes}</ul>")
 
     def glued(self) -> Dict[str, object]:
         """The numbers and words of the routing paragraph: each routing row's mean, interval and verdict."""
@@ -216,7 +216,7 @@ def claim_ledger(n_digits: int = 1000) -> Ledger:
     from capsedu.data.mnist import load_dataset
     sample = load_dataset("mnist", source="sample", verbose=False)
     ch3 = _chapter3(sample, n_digits)
-    rows = {"3": ch3, "7": _chapter7(sample), "9": _chapter9(sample), "10": _chapter10(sample),
+    rows = {"3": ch3, "7": _chapter7(), "9": _chapter9(sample), "10": _chapter10(sample),
             "11": _chapter11(sample)}
     entries = []
     for claim_id, (key, claim, whose, theirs) in CLAIMS.items():
