@@ -69,6 +69,8 @@ CLAIMS = {
              "ours, of the tutorial code", "its log: test batches 0.96, 0.98 after 2 epochs"),
     "11.2": ("report", "Its printed accuracy differs from its network's (printed − longest capsule)",
              "ours, of the tutorial code", "none (it prints the first)"),
+    "11.3": ("batch", "A digit's prediction does not depend on the rest of its batch", "the tutorial code (implied)",
+             "none"),
 }
 ROUTING = ("3.2", "7.8", "7.9", "9.3", "9.5", "10.1", "10.2")   # routing against uniform coupling, r = 1
 
@@ -173,7 +175,12 @@ def _chapter11(sample) -> Dict[str, Dict]:
         raise FileNotFoundError("results/tutorial_vs_fixed is not readable")
     budget = _budget(tvf.epochs, tvf.n_train, len(tvf.seeds))
     gap, report = tvf.rows
-    return {"gap": {**gap, "budget": budget}, "report": {**report, "verdict": tvf.report_verdict, "budget": budget}}
+    changed = tvf.changed      # per seed, the test digits whose prediction moved when only the batches changed
+    # the rule of the chapter's table (``TutorialRuns.verdict_html`` applies it and stores no row)
+    batch = FAILS if min(changed) > 0 else HOLDS if max(changed) == 0 else CANNOT_TELL
+    return {"gap": {**gap, "budget": budget}, "report": {**report, "verdict": tvf.report_verdict, "budget": budget},
+            "batch": {"comparison": None, "verdict": batch, "budget": budget,
+                      "ours": f"changed for {', '.join(map(str, changed))} of {tvf.n_test:,} digits, seed by seed"}}
 
 
 @dataclass
