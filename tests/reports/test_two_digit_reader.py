@@ -12,6 +12,8 @@ import pytest
 import torch
 
 import capsedu.runtime.results
+import capsedu.runtime.stored
+from capsedu.experiments.two_digits.run import make_model
 from capsedu.reports.two_digits import PREVIEW, two_digit_report, verdicts
 from capsedu.reports.two_digits_causes import InkGaps, ink_gap, settings_report
 from capsedu.reports.verdicts import CANNOT_TELL, HOLDS
@@ -49,12 +51,26 @@ def test_the_stored_runs_read_as_the_chapter_prints_them(stored):
     v = verdicts(long, control)
     assert v.heading == "verdicts from the stored run and the stored r = 1 control"
     assert "+0.560 [+0.365, +0.755], p = 0.006 (3 seeds)</td><td>0.062</td><td>holds" in v.table()
-    assert v.mcnemar().startswith("McNemar's test in 0 of 11 rows; no per-image outcomes stored for capsule-hinton, "
+    assert v.mcnemar().startswith("McNemar's test in 0 of 15 rows; no per-image outcomes stored for capsule-hinton, "
                                   "capsule-su, capsule-su-march, pooling (")
     glued = v.glued()
     assert glued["ch7_n_pairs"] == 1000 and round(glued["ch7_su_vert"], 3) == 0.560
     assert glued["ch7_su_hor_ci"] == "-0.08 to +0.42" and glued["ch7_su_hor_verdict"] == CANNOT_TELL
     assert [v.verdict(k) for k in ("r1_pool", "r1_vert")] == [HOLDS, CANNOT_TELL]
+    assert "capsule-su-march − capsule-su-r1</td><td>+0.040 [-0.050, +0.131]" in v.table()
+
+
+def test_no_stored_two_digit_run_names_two_heads_alike():
+    """The one-iteration control is stored as "capsule-su-r1", which always routes once; a "capsule-su" routes 3 times."""
+    files = sorted(RESULTS.glob("two_digits_*/*.json")) + sorted(RESULTS.glob("two_digits_variants/*/*.json"))
+    names = {}
+    for path in files:
+        data = capsedu.runtime.stored.read_stored(path, require_checksum=True)
+        model = data["run"]["model"]
+        head = make_model(model, iterations=data["settings"]["iterations"])
+        names.setdefault(model, set()).add(getattr(getattr(head, "capsules", None), "iterations", None))
+    assert names["capsule-su-r1"] == {1} and names["capsule-su"] == {3}, names
+    assert all(len(kinds) == 1 for kinds in names.values()), names
 
 
 def test_the_settings_read_as_the_chapter_prints_them():
@@ -86,7 +102,7 @@ def test_a_partial_folder_is_read_for_what_it_holds(copied, stored):
 
 
 def test_a_damaged_file_falls_back_with_one_line(copied, stored):
-    for name in ("two_digits_long/capsule-su-seed1.json", "two_digits_r1/capsule-su-seed0.json",
+    for name in ("two_digits_long/capsule-su-seed1.json", "two_digits_r1/capsule-su-r1-seed0.json",
                  "two_digits_variants/preset/pooling-seed0.json"):
         path = copied / name
         text = path.read_text()
