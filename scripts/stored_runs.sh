@@ -16,7 +16,7 @@ capsedu() { python -m capsedu "$@" --no-progress > /dev/null; }
 # Chapter 7: the two-digit experiment at a budget that settles (4 heads x 3 seeds x 12 epochs).
 capsedu two-digits --preset long --out results/two_digits_long
 # Chapter 7: the control, Su's head with one routing iteration (summing the votes without routing).
-capsedu two-digits --preset long --models capsule-su --iterations 1 --out results/two_digits_r1
+capsedu two-digits --preset long --models capsule-su-r1 --iterations 1 --out results/two_digits_r1
 # Chapter 7: the investigation, each setting changed on its own from the investigation preset, 3 seeds
 # (the runs stored before 2026-12-03 name --preset quick, whose settings these were then).
 mkdir -p results/two_digits_variants

@@ -60,16 +60,24 @@ def _schedule(runs: List[Dict]) -> str:
     return f"learning rate from {max(lrs):g} down to {min(lrs):g}: a flat tail may be the schedule's"
 
 
-def _converged(curves: List[List[float]], what: str, k: int = 2, stopped: int = 0) -> Tuple[Optional[bool], str]:
-    """(True/False/None, words): did the per-epoch ``curves`` (one per training) still rise over the last k epochs?"""
+def _converged(curves: List[List[float]], what: str, k: int = 2, stopped: Optional[int] = None
+               ) -> Tuple[Optional[bool], str]:
+    """(True/False/None, words): did the per-epoch ``curves`` (one per training) still rise over the last k epochs?
+    ``stopped``: how many were stopped by patience (None: no patience); any other ran to the epoch cap, and a
+    training the cap stopped is not called converged, however flat its tail."""
     gains = [c[-1] - c[-1 - k] for c in curves if len(c) > k]
+    capped = len(curves) - stopped if stopped is not None else 0
     early = f"; {stopped} of {len(curves)} stopped by patience" if stopped else ""
     if not gains:
         return None, f"cannot tell: fewer than {k + 1} epochs of {what} stored"
     gain = float(np.mean(gains))
     over = f"the mean of {len(gains)} trainings" if len(gains) > 1 else "one training"
-    return gain <= SETTLED, (f"{'about converged' if gain <= SETTLED else 'not converged'}: {what} changed by "
-                             f"{gain:+.3f} over the last {k} epochs ({over}){early}")
+    change = f"{what} changed by {gain:+.3f} over the last {k} epochs ({over})"
+    if capped:
+        cap = max(len(c) for c in curves)
+        return False, (f"not converged (epoch cap): {capped} of {len(curves)} trainings stopped at the {cap}-epoch "
+                       f"cap; {change}")
+    return gain <= SETTLED, f"{'about converged' if gain <= SETTLED else 'not converged'}: {change}{early}"
 
 
 def _budget(title: str, rows: List[List[str]]) -> str:

@@ -148,7 +148,14 @@ class TutorialRuns:
     def glued(self) -> Dict[str, object]:
         """The values the prose pastes in, by glue name, in the page's order."""
         mean = self.mean_acc
-        return {"ch11_gap_verdict": self.gap_verdict, "ch11_gap_text": interval_text(self.gap),
+        ratios = [self.runs["tutorial", s]["seconds"] / self.runs["tutorial", s]["steps"]
+                  / (self.runs["fixed", s]["seconds"] / self.runs["fixed", s]["steps"]) for s in self.seeds]
+        nan = (f"None of its {self.tut_steps:,} training steps" if self.nan_steps == 0 else
+               f"{self.nan_steps:,} of its {self.tut_steps:,} training steps")
+        return {"ch11_step_ratios": f"{min(ratios):.2f} to {max(ratios):.2f}" if len(ratios) > 1 else "one seed",
+                "ch11_nan_text": nan + f", over {len(self.seeds)} seed{'s' * (len(self.seeds) != 1)}, had a "
+                                       "non-finite loss",
+                "ch11_gap_verdict": self.gap_verdict, "ch11_gap_text": interval_text(self.gap),
                 "ch11_tut_acc": mean["tutorial"], "ch11_fixed_acc": mean["fixed"],
                 "ch11_report_verdict": self.report_verdict, "ch11_report_pos": sum(d > 0 for d in self.report_all),
                 "ch11_report_n": len(self.report_all), "ch11_report_min": min(self.report_all),

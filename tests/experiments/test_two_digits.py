@@ -16,6 +16,7 @@ import torch
 from capsedu import cli
 from capsedu.core.params import count_parameters
 from capsedu.experiments.two_digits.config import (
+    HEADS,
     LAYOUTS,
     MODELS,
     PRESETS,
@@ -175,6 +176,7 @@ def test_models_are_about_270k_parameters_and_take_any_image_size():
     counts = {name: count_parameters(make_model(name)) for name in MODELS}
     assert counts["capsule-su"] == counts["capsule-hinton"] == counts["capsule-su-march"] == 279_488  # 259,008 conv + 10*16*128 W
     assert counts["pooling"] == 276_810
+    assert make_model("capsule-su-r1", iterations=3).capsules.iterations == 1   # the control's own name
     torch.manual_seed(0)
     model = make_model("capsule-su").eval()
     with torch.no_grad():
@@ -222,14 +224,14 @@ def tiny_result(digits):
 def test_experiment_returns_every_field(tiny_result):
     r = tiny_result
     metrics = ["single_acc"] + [f"{lay}_{m}" for lay in LAYOUTS for m in ("top2", "top2_conf", "ties")]
-    assert [row["model"] for row in r["summary"]] == list(MODELS)
+    assert [row["model"] for row in r["summary"]] == list(HEADS)
     for row in r["summary"]:
         assert set(row) == {"model", "head", "params", "seeds"} | set(metrics) | {f + "_std" for f in metrics}
         assert 270_000 < row["params"] < 285_000 and row["seeds"] == 2
         for f in metrics:
             assert 0.0 <= row[f] <= 1.0 and row[f + "_std"] >= 0.0
     assert len(r["runs"]) == 8
-    assert [(x["model"], x["seed"]) for x in r["runs"]] == [(m, s) for s in (0, 1) for m in MODELS]  # seed-major
+    assert [(x["model"], x["seed"]) for x in r["runs"]] == [(m, s) for s in (0, 1) for m in HEADS]  # seed-major
     for run in r["runs"]:
         for lay in LAYOUTS:
             assert run[f"{lay}_top2_conf"] <= run[f"{lay}_top2"]
@@ -333,7 +335,7 @@ def test_presets_follow_su_where_they_say_so():
     for name in ("quick", "long"):   # the chapter's budgets: all 9,000 sample digits
         p = PRESETS[name]
         assert p.source == "sample" and p.n_train is None and p.margin_lam == 0.25
-    assert PRESETS["long"].models == tuple(MODELS)              # the stored run: every head
+    assert PRESETS["long"].models == HEADS              # the stored run: every head but the control
     assert PRESETS["quick"].models == ("pooling", "capsule-su")  # the preview: the two its 3 minutes allow
     assert len(PRESETS["long"].seeds) >= 3 and PRESETS["long"].curve
 

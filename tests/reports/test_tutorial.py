@@ -47,6 +47,8 @@ def test_the_stored_runs_give_what_the_chapter_prints():
     assert (g["ch11_tvf_seeds"], g["ch11_tvf_epochs"], g["ch11_tvf_ntrain"], g["ch11_nan_steps"]) == (3, 3, 9000, 0)
     assert (g["ch11_changed_min"], g["ch11_changed_max"], g["ch11_report_pos"], g["ch11_report_n"]) == (3, 4, 9, 9)
     assert g["ch11_tut_acc"] == pytest.approx(0.965) and g["ch11_fixed_acc"] == pytest.approx(0.977667)
+    assert g["ch11_step_ratios"] == "1.48 to 5.42"     # per seed; step_ratio is the ratio of the mean times
+    assert g["ch11_nan_text"] == "None of its 810 training steps, over 3 seeds, had a non-finite loss"
     assert g["ch11_step_ratio"] == pytest.approx(2.9204, abs=1e-4) and g["ch11_tvf_detect"] == pytest.approx(0.0139, abs=1e-4)
     assert "<td>tutorial 0.965, fixed 0.978</td>" in tvf.budget_html()
     assert "<td>tutorial: no (last epoch +0.017), fixed: no (last epoch +0.005)</td>" in tvf.budget_html()

@@ -13,6 +13,8 @@ import pytest
 import torch
 
 import capsedu.runtime.results
+import capsedu.runtime.stored
+from capsedu.experiments.two_digits.run import make_model
 from capsedu.reports.two_digits import PREVIEW, two_digit_report, verdicts
 from capsedu.reports.two_digits_causes import InkGaps, ink_gap, settings_report
 from capsedu.reports.verdicts import CANNOT_TELL, HOLDS
@@ -52,9 +54,9 @@ def test_the_stored_runs_read_as_the_chapter_prints_them(stored):
     assert ("+0.560 [+0.365, +0.755], p = 0.006 (3 seeds; seeds only: no per-item outcomes stored)</td>"
             "<td>primary</td><td>- (no per-item outcomes)</td><td>holds</td>") in v.table()
     # a secondary row whose interval clears zero but whose Holm-adjusted p does not: no verdict
-    assert v.rows["hinton_vert"]["p_holm"] == pytest.approx(0.057, abs=1e-3) and v.verdict("hinton_vert") == CANNOT_TELL
-    assert "(clear of zero, but not after Holm's correction over 8 rows)" in html.unescape(v.table())
-    assert v.mcnemar().startswith("McNemar's test in 0 of 11 rows; no per-image outcomes stored for capsule-hinton, "
+    assert v.rows["hinton_vert"]["p_holm"] == pytest.approx(0.0957, abs=1e-3) and v.verdict("hinton_vert") == CANNOT_TELL
+    assert "(clear of zero, but not after Holm's correction over 12 rows)" in html.unescape(v.table())
+    assert v.mcnemar().startswith("McNemar's test in 0 of 15 rows; no per-image outcomes stored for capsule-hinton, "
                                   "capsule-su, capsule-su-march, pooling (")
     glued = v.glued()
     assert glued["ch7_n_pairs"] == 1000 and round(glued["ch7_su_vert"], 3) == 0.560
@@ -62,6 +64,21 @@ def test_the_stored_runs_read_as_the_chapter_prints_them(stored):
     assert [v.verdict(k) for k in ("r1_pool", "r1_vert")] == [HOLDS, CANNOT_TELL]
     assert "it rules out all of the capsule advantage (su − pooling) +0.17, though not 83% of it" in html.unescape(
         v.table())
+
+    assert "capsule-su-march − capsule-su-r1</td><td>+0.040 [-0.050, +0.131]" in v.table()
+
+
+def test_no_stored_two_digit_run_names_two_heads_alike():
+    """The one-iteration control is stored as "capsule-su-r1", which always routes once; a "capsule-su" routes 3 times."""
+    files = sorted(RESULTS.glob("two_digits_*/*.json")) + sorted(RESULTS.glob("two_digits_variants/*/*.json"))
+    names = {}
+    for path in files:
+        data = capsedu.runtime.stored.read_stored(path, require_checksum=True)
+        model = data["run"]["model"]
+        head = make_model(model, iterations=data["settings"]["iterations"])
+        names.setdefault(model, set()).add(getattr(getattr(head, "capsules", None), "iterations", None))
+    assert names["capsule-su-r1"] == {1} and names["capsule-su"] == {3}, names
+    assert all(len(kinds) == 1 for kinds in names.values()), names
 
 
 def test_the_settings_read_as_the_chapter_prints_them():
@@ -93,7 +110,7 @@ def test_a_partial_folder_is_read_for_what_it_holds(copied, stored):
 
 
 def test_a_damaged_file_falls_back_with_one_line(copied, stored):
-    for name in ("two_digits_long/capsule-su-seed1.json", "two_digits_r1/capsule-su-seed0.json",
+    for name in ("two_digits_long/capsule-su-seed1.json", "two_digits_r1/capsule-su-r1-seed0.json",
                  "two_digits_variants/preset/pooling-seed0.json"):
         path = copied / name
         text = path.read_text()

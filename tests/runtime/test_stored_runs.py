@@ -20,6 +20,7 @@ from cli_helpers import run, snapshot
 from capsedu import cli
 from capsedu.experiments import multimnist
 from capsedu.experiments.shared.runs import RunFolder, stored_or_preview
+from capsedu.experiments.two_digits.config import MODELS
 from capsedu.runtime import results
 from capsedu.runtime.files import write_atomic
 from capsedu.runtime.lock import LockError, OutputLock
@@ -169,6 +170,10 @@ def test_every_stored_run_is_sealed_and_equals_the_file_it_was_migrated_from(nam
     old = json.loads(text)
     if "config" in old:                                   # two-digits' keys until 2026-12-03
         old["settings"], old["summary"] = old.pop("config"), old.pop("table")
+    if name == "two_digits_r1":                           # the control's own head name since 2026-12-03
+        old = json.loads(json.dumps(old).replace('"capsule-su"', '"capsule-su-r1"').replace(
+            "--models capsule-su ", "--models capsule-su-r1 "))
+        old["summary"] = [{**row, "head": MODELS[row["model"]]} for row in old["summary"]]
     assert data["runs"] == old["runs"] and json.loads(json.dumps(data["summary"])) == old["summary"]
     header = {k: v for k, v in old.items() if k not in ("runs", "format", "checksum", "summary", "seconds", "written",
                                                          "started", "resumed", "shards")}

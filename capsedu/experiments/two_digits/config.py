@@ -9,16 +9,18 @@ from typing import Dict, Mapping, Optional, Tuple, Union
 from capsedu import AMP_CHOICES, LR_SCHEDULES, SOURCES
 from capsedu.runtime.arguments import MAX_INT, MAX_SEED, check_config
 
-__all__ = ["MODELS", "LAYOUTS", "INITS", "SCHEDULES", "SU_EPOCHS", "TwoDigitConfig", "PRESETS",
+__all__ = ["MODELS", "HEADS", "LAYOUTS", "INITS", "SCHEDULES", "SU_EPOCHS", "TwoDigitConfig", "PRESETS",
            "preset"]
 
-# name -> what the head is; all four share Su's ConvStack.
+# name -> what the head is; all share Su's ConvStack. The first four are the experiment's (HEADS).
 MODELS = {
     "pooling": "global average pooling -> dense 128 -> 10 sigmoids",
     "capsule-su": "shared-weight capsules, Su's January routing (b <- <u_hat, v>, squash every iteration)",
     "capsule-hinton": "shared-weight capsules, Hinton's routing (b <- b + <u_hat, v>)",
     "capsule-su-march": "shared-weight capsules, Su's March routing (b <- <u_hat, s/|s|>, one squash at the end)",
+    "capsule-su-r1": "shared-weight capsules, one routing iteration (uniform couplings: the votes summed)",
 }
+HEADS = ("pooling", "capsule-su", "capsule-hinton", "capsule-su-march")
 # vertical: Su's script (56x28); horizontal: his prose (28x56); overlapping: MultiMNIST-style 36x36.
 LAYOUTS = ("vertical", "horizontal", "overlapping")
 INITS = ("keras", "torch")  # keras: Glorot-uniform weights and zero biases, as in Su's script
@@ -29,8 +31,9 @@ SU_EPOCHS = {"pooling": 20, "capsule-su": 10, "capsule-hinton": 10, "capsule-su-
 @dataclass(frozen=True)
 class TwoDigitConfig:
     """``epochs``: one int for every model, or model -> epochs (Su: ``SU_EPOCHS``); ``n_train``/``n_test``: the
-    first N digits (None: all); ``curve``: the pair accuracies after every epoch too (the learning curve)."""
-    models: Tuple[str, ...] = tuple(MODELS)
+    first N digits (None: all); ``curve``: the pair accuracies after every epoch too (the learning curve);
+    ``iterations``: of every capsule head but "capsule-su-r1", which has one."""
+    models: Tuple[str, ...] = HEADS
     seeds: Tuple[int, ...] = (0, 1, 2)
     epochs: Union[int, Mapping[str, int]] = 4
     batch_size: int = 16

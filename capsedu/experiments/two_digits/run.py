@@ -48,6 +48,8 @@ def make_model(name: str, squash_k: float = 0.5, iterations: int = 3, init: str 
         raise ValueError(f"unknown init {init!r}; expected one of {INITS}")
     if name == "pooling":
         model = PoolingClassifier()
+    elif name == "capsule-su-r1":  # its own name, so that no stored run calls two heads alike
+        model = CapsuleClassifier(routing="su", squash_k=squash_k, iterations=1)
     else:  # "capsule-su" -> routing "su", "capsule-su-march" -> "su-march"
         model = CapsuleClassifier(routing=name.split("-", 1)[1], squash_k=squash_k, iterations=iterations)
     return keras_init_(model) if init == "keras" else model
