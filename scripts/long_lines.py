@@ -4,7 +4,8 @@
 
 Checks every code cell of book/*.ipynb (hidden ones too: Colab and Jupyter show them) and the
 code fences (```python, ```bash, bare ```) in markdown cells and book/*.md. Prints one line per
-offender: file, cell index, line number in the cell, length. With --glue it lists instead the
+offender: file, cell index, line number in the cell, length (and whether the HTML removes the
+cell: Colab still shows it). With --glue it lists instead the
 code cells the HTML shows (no remove-input, remove-cell, hide-input or hide-cell tag) that call
 glue( or glue_all(. Exits 1 when anything is found. Printed output needs the executed pages:
 tests/book/test_browser.py measures those.
@@ -81,8 +82,10 @@ def main(argv=None):
                 print(f"{name}: cell {index} calls glue in a visible code cell")
                 found += 1
             continue
+        removed = {i for i, _, tags, _ in cells(path) if {"remove-input", "remove-cell"} & set(tags)}
         for index, number, length in long_lines(path, args.limit):
-            print(f"{name}: cell {index} line {number}: {length} > {args.limit}")
+            note = " (not in the HTML)" if index in removed else ""
+            print(f"{name}: cell {index} line {number}: {length} > {args.limit}{note}")
             found += 1
     print(f"{found} found", file=sys.stderr)
     return 1 if found else 0

@@ -197,14 +197,16 @@ def test_page_loads_everything_from_the_book_and_typesets_math(browser, server, 
 OVERFLOW = """
     var done = arguments[arguments.length - 1];
     document.querySelectorAll('article details').forEach(function (d) { d.open = true; });
+    document.querySelectorAll('article .toggle-hidden').forEach(function (t) { t.classList.remove('toggle-hidden'); });
     document.fonts.ready.then(function () { requestAnimationFrame(function () {
         var article = document.querySelector('article.bd-article'), style = getComputedStyle(article);
         var column = article.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
         var text = function (el) { return el.textContent.replace(/\\s+/g, ' ').trim().slice(0, 80); };
         var blocks = [], wide = [], unpadded = [];
         article.querySelectorAll('pre').forEach(function (pre, i) {
+            var kind = pre.closest('.cell_output') ? 'output' : pre.closest('.cell_input') ? 'code' : 'text';
             if (pre.scrollWidth > pre.clientWidth + 1)
-                blocks.push([i, pre.scrollWidth, pre.clientWidth, text(pre)]);
+                blocks.push([i, kind, pre.scrollWidth, pre.clientWidth, text(pre)]);
         });
         article.querySelectorAll('table').forEach(function (table, i) {
             var box = table.closest('.pst-scrollable-table-container, .output') || table;
@@ -254,8 +256,8 @@ def test_the_static_line_limit_fits_a_code_cell(browser, server):
 @pytest.mark.parametrize("page", PAGES)
 def test_page_does_not_scroll_sideways(browser, server, page):
     m = _overflow(browser, f"{server}/{page}")
-    problems = [f"code/output block {i}: {scroll} px in a {client} px box: {text!r}"
-                for i, scroll, client, text in m["blocks"]]
+    problems = [f"block {i} ({kind}): {scroll} px in a {client} px box: {text!r}"
+                for i, kind, scroll, client, text in m["blocks"]]
     problems += [f"table {i}: {width} px in a {column} px column: {text!r}" for i, width, column, text in m["wide"]]
     problems += [f"table {i}: {n} cells without padding: {text!r}" for i, n, text in m["unpadded"]]
     assert not problems, f"{page} ({m['column']:.0f} px column):\n" + "\n".join(problems)
