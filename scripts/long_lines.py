@@ -1,14 +1,15 @@
 """Lines the book's pages would have to scroll sideways: code lines longer than the column.
 
-    python scripts/long_lines.py [--limit 88] [--glue] [book/05_training.ipynb ...]
+    python scripts/long_lines.py [--limit 88] [--glue | --outputs] [book/05_training.ipynb ...]
 
 Checks every code cell of book/*.ipynb (hidden ones too: Colab and Jupyter show them) and the
 code fences (```python, ```bash, bare ```) in markdown cells and book/*.md. Prints one line per
 offender: file, cell index, line number in the cell, length (and whether the HTML removes the
 cell: Colab still shows it). With --glue it lists instead the
 code cells the HTML shows (no remove-input, remove-cell, hide-input or hide-cell tag) that call
-glue( or glue_all(. Exits 1 when anything is found. Printed output needs the executed pages:
-tests/book/test_browser.py measures those.
+glue( or glue_all(. With --outputs it checks the printed lines of executed notebooks (the
+committed ones have no outputs; tests/book/test_browser.py measures the built pages). Exits 1
+when anything is found.
 """
 import argparse
 import json
@@ -58,6 +59,24 @@ def long_lines(path: Path, limit: int = LIMIT):
             if len(line.expandtabs(4)) > limit]
 
 
+def printed_lines(path: Path, limit: int = LIMIT):
+    """(cell index, line number, length) of each printed line longer than ``limit`` in an
+    executed notebook's shown outputs: streams, and plain text where no HTML or image stands in."""
+    found = []
+    for index, cell in enumerate(json.loads(path.read_text(encoding="utf-8"))["cells"]):
+        lines = []
+        if {"remove-cell", "remove-output"} & set(cell.get("metadata", {}).get("tags", [])):
+            continue
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            if output["output_type"] == "stream":
+                lines += "".join(output["text"]).splitlines()
+            elif "text/plain" in data and not {"text/html", "image/png", "image/svg+xml"} & set(data):
+                lines += "".join(data["text/plain"]).splitlines()
+        found += [(index, n, len(line)) for n, line in enumerate(lines, 1) if len(line) > limit]
+    return found
+
+
 def visible_glue(path: Path):
     """Indices of the code cells the HTML shows that call glue or glue_all."""
     return [index for index, kind, tags, lines in cells(path)
@@ -72,11 +91,18 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("files", nargs="*", type=Path)
     parser.add_argument("--limit", type=int, default=LIMIT)
+    parser.add_argument("--outputs", action="store_true",
+                        help="printed lines of executed notebooks instead (e.g. run_nb's copies)")
     parser.add_argument("--glue", action="store_true", help="list visible code cells calling glue")
     args = parser.parse_args(argv)
     found = 0
     for path in args.files or book_files():
         name = path.resolve().relative_to(ROOT) if path.resolve().is_relative_to(ROOT) else path
+        if args.outputs:
+            for index, number, length in printed_lines(path, args.limit):
+                print(f"{name}: cell {index} printed line {number}: {length} > {args.limit}")
+                found += 1
+            continue
         if args.glue:
             for index in visible_glue(path):
                 print(f"{name}: cell {index} calls glue in a visible code cell")
