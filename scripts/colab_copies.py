@@ -115,6 +115,8 @@ def colab_copy(source: Path, built: Optional[Path], bib: Bibliography):
                           None)
         if number is None:   # glued from a reader's dict: the last cell before this text that glues
             number = next((k for k in range(seen, 0, -1) if re.search(r"\bglue(_all)?\(", code[k - 1].source)), None)
+        if number is None:   # text above the cell that glues it (a page that opens with its findings)
+            number = next((k for k, c in enumerate(code, 1) if re.search(r"\bglue(_all)?\(", c.source)), None)
         if number is None:
             raise KeyError(f"{source.name}: {{glue:text}}`{name}` is glued by no code cell")
         return f"[`{name}`: computed by code cell {number}]"
