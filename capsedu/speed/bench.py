@@ -300,11 +300,7 @@ def matmul_like_conv(batch: int, device="cpu", dtype=torch.bfloat16) -> Callable
 
 def cpu_flags() -> Dict[str, object]:
     """The CPU's model name and its matrix and vector extensions (Linux's /proc/cpuinfo)."""
-    try:
-        info = open("/proc/cpuinfo").read()
-    except OSError:
-        return {"model": None, "flags": []}
-    model = next((l.split(":", 1)[1].strip() for l in info.splitlines() if l.startswith("model name")), None)
-    flags = next((l.split(":", 1)[1].split() for l in info.splitlines() if l.startswith("flags")), [])
+    from capsedu.runtime.device import cpuinfo
     wanted = ("amx", "avx512_bf16", "avx512_fp16", "avx512f", "avx512_vnni", "avx2", "fma")
-    return {"model": model, "flags": sorted(f for f in flags if f.startswith(wanted))}
+    return {"model": cpuinfo("model name"),
+            "flags": sorted(f for f in (cpuinfo("flags") or "").split() if f.startswith(wanted))}
