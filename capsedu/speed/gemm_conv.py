@@ -18,7 +18,6 @@ backward pass. On CUDA, cuDNN is faster, so ``GemmConv2d`` only takes over on th
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 __all__ = ["gemm_conv2d", "GemmConv2d"]
