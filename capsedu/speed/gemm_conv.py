@@ -10,8 +10,8 @@ is one large matrix product over a patch matrix built once per step:
 - input gradient: ``grad_out @ W``, then each patch row added back where it came from
   (k * Wo additions of contiguous blocks, summed in float32).
 
-The arithmetic is the convolution's, so values agree with ``F.conv2d`` to rounding;
-``tests/speed/test_gemm_conv.py`` checks them and the gradients. The price is memory: the
+The arithmetic is the convolution's, so values agree with ``torch.nn.functional.conv2d`` to
+rounding; ``tests/speed/test_gemm_conv.py`` checks them and the gradients. The price is memory: the
 patch matrix (B*Ho*Wo x k*k*C, about 150 MB in bf16 for a batch of 100) is kept for the
 backward pass. On CUDA, cuDNN is faster, so ``GemmConv2d`` only takes over on the CPU.
 """
@@ -67,9 +67,10 @@ class _GemmConv(torch.autograd.Function):
 
 
 def gemm_conv2d(x: torch.Tensor, weight: torch.Tensor, bias=None, stride: int = 1) -> torch.Tensor:
-    """``F.conv2d(x, weight, bias, stride)`` (no padding, dilation or groups) as matrix products.
+    """``torch.nn.functional.conv2d(x, weight, bias, stride)`` as matrix products.
 
-    Under CPU autocast it runs in the autocast precision, as ``F.conv2d`` would."""
+    No padding, dilation or groups. Under CPU autocast it runs in the autocast precision, as
+    ``torch.nn.functional.conv2d`` would."""
     if torch.is_autocast_enabled("cpu") and x.device.type == "cpu":
         dtype = torch.get_autocast_dtype("cpu")
         x, weight = x.to(dtype), weight.to(dtype)
