@@ -23,17 +23,19 @@ import sys
 
 REPO_URL = "{url}"  # capsedu.REPO_URL, as in _config.yml
 VERSION = "{version}"  # capsedu.__version__: the release this page was written for
-if "google.colab" in sys.modules:  # in Colab: install capsedu, and say if the session must restart
+if "google.colab" in sys.modules:  # in Colab: install capsedu; say if it must restart
     import subprocess
     from importlib.metadata import version
-    loaded = {{m: version(m) for m in ("numpy", "torch", "matplotlib", "ipywidgets", "tqdm") if m in sys.modules}}
+    modules = ("numpy", "torch", "matplotlib", "ipywidgets", "tqdm")
+    loaded = {{m: version(m) for m in modules if m in sys.modules}}
     pip = [sys.executable, "-m", "pip", "install", "-q"]
     if subprocess.run([*pip, f"capsedu=={{VERSION}}"]).returncode != 0:
-        print(f"capsedu {{VERSION}} is not on the package index; installing its release tag from {{REPO_URL}}")
+        print(f"capsedu {{VERSION}} is not on the package index; "
+              f"installing its release tag from {{REPO_URL}}")
         subprocess.run([*pip, f"git+{{REPO_URL}}@v{{VERSION}}"], check=True)
     changed = [m for m, v in loaded.items() if version(m) != v]
     if changed:
-        print(f"Restart needed: pip replaced {{', '.join(changed)}}, already loaded in this session. "
+        print(f"Restart needed: pip replaced {{', '.join(changed)}}, already loaded. "
               "Use Runtime > Restart session, then run this page from the top.")'''
 TAG = "remove-input"  # hidden in the HTML, where it does nothing; Colab runs it
 

@@ -91,9 +91,10 @@ class CapsNetConfig:
 
 
 class Decoder(nn.Module):
-    """Masked digit capsules (B, C, D) -> reconstructed images (B, *out_shape), pixels in (0, 1)."""
+    """Masked digit capsules (B, C, D) -> images (B, *out_shape), pixels in (0, 1)."""
 
-    def __init__(self, num_classes=10, capsule_dim=16, hidden: Sequence[int] = (512, 1024), out_shape=(1, 28, 28)):
+    def __init__(self, num_classes=10, capsule_dim=16,
+                 hidden: Sequence[int] = (512, 1024), out_shape=(1, 28, 28)):
         super().__init__()
         self.num_classes, self.out_shape = num_classes, tuple(out_shape)
         sizes = [num_classes * capsule_dim, *hidden]
@@ -104,7 +105,7 @@ class Decoder(nn.Module):
         self.net = nn.Sequential(*layers)
 
     def forward(self, capsules: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """Keep only the capsules selected by ``mask`` (B, C) (zeros elsewhere), then decode."""
+        """Keep the capsules selected by ``mask`` (B, C), zero the rest, and decode."""
         masked = capsules * mask.to(capsules.dtype).unsqueeze(-1)  # (B, C, D)
         return self.net(masked.flatten(1)).view(-1, *self.out_shape)
 
@@ -130,18 +131,20 @@ class CapsNet(nn.Module):
         self.decoder = Decoder(c.num_classes, c.digit_dim, c.decoder_hidden, (c.in_channels, *c.image_size))
 
     def capsules(self, x: torch.Tensor, return_history: bool = False):
-        """Images (B, C, H, W) -> digit capsules (B, 10, 16) [, routing history]: all but the decoder."""
-        check_images(x, "CapsNet: images", (self.config.in_channels, *self.config.image_size))
+        """Images (B, C, H, W) -> digit capsules (B, 10, 16) [, routing history]."""
+        c = self.config
+        check_images(x, "CapsNet: images", (c.in_channels, *c.image_size))
         if not torch.is_autocast_enabled(x.device.type):
-            x = x.to(self.conv1.weight.dtype)                       # e.g. float64 images into a float32 model
-        features = F.relu(self.conv1(x))                            # (B, 256, 20, 20)
-        primary = self.primary(features)                            # (B, 1152, 8)
-        return self.digits(primary, return_history)                 # (B, 10, 16)
+            x = x.to(self.conv1.weight.dtype)    # e.g. float64 images, float32 model
+        features = F.relu(self.conv1(x))             # (B, 256, 20, 20)
+        primary = self.primary(features)             # (B, 1152, 8)
+        return self.digits(primary, return_history)  # (B, 10, 16)
 
     def forward(self, x: torch.Tensor, labels: Optional[torch.Tensor] = None):
-        """Images -> (digit capsules (B, 10, 16), their lengths (B, 10), reconstructions (B, 1, 28, 28))."""
-        digit = self.capsules(x)                                    # (B, 10, 16)
-        lengths = safe_norm(digit, dim=-1)                          # |v_j|: (B, 10)
+        """Images -> (digit capsules (B, 10, 16), their lengths (B, 10),
+        reconstructions (B, 1, 28, 28))."""
+        digit = self.capsules(x)            # (B, 10, 16)
+        lengths = safe_norm(digit, dim=-1)  # |v_j|: (B, 10)
         if labels is None:  # inference: the decoder sees the longest capsule
             mask = F.one_hot(lengths.argmax(dim=1), self.config.num_classes)
         else:               # training: the true class(es), never the prediction

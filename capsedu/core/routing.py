@@ -26,24 +26,27 @@ ROUTING_MODES = ("hinton", "su", "su-march")
 
 
 def dynamic_routing(u_hat: torch.Tensor, iterations: int = 3, mode: str = "hinton",
-                    return_history: bool = False, squash_k: float = 1.0, detach_inner: bool = False):
-    """Route votes u_hat (B, N_in, N_out, D) to capsules v (B, N_out, D) [, each iteration's c (B, N_in, N_out)].
-    Gradients flow through every iteration, as in the official code; ``detach_inner`` stops them in all but the last."""
-    if not (torch.is_tensor(u_hat) and u_hat.is_floating_point() and u_hat.dim() == 4 and iterations >= 1
-            and mode in ROUTING_MODES):
-        raise ValueError(f"dynamic_routing: expected float u_hat (B, N_in, N_out, D), iterations >= 1 and a mode "
-                         f"in {ROUTING_MODES}; got {getattr(u_hat, 'shape', u_hat)!r}, {iterations!r}, {mode!r}")
-    u = u_hat.transpose(1, 2)                                   # (B, N_out, N_in, D): sums over i are matmuls
-    b = u.new_zeros(u.shape[:3])                                # logits b_ij = 0: (B, N_out, N_in)
-    history = []                                                # the couplings c of each iteration
+                    return_history: bool = False, squash_k: float = 1.0,
+                    detach_inner: bool = False):
+    """Route votes u_hat (B, N_in, N_out, D) to capsules v (B, N_out, D) [, each
+    iteration's c (B, N_in, N_out)]. Gradients flow through every iteration, as in the
+    official code; ``detach_inner`` stops them in all but the last."""
+    if not (torch.is_tensor(u_hat) and u_hat.is_floating_point() and u_hat.dim() == 4
+            and iterations >= 1 and mode in ROUTING_MODES):
+        raise ValueError(f"dynamic_routing: expected float u_hat (B, N_in, N_out, D), "
+                         f"iterations >= 1 and a mode in {ROUTING_MODES}; got "
+                         f"{getattr(u_hat, 'shape', u_hat)!r}, {iterations}, {mode!r}")
+    u = u_hat.transpose(1, 2)     # (B, N_out, N_in, D): sums over i are matmuls
+    b, history = u.new_zeros(u.shape[:3]), []  # logits b_ij = 0: (B, N_out, N_in)
     for r in range(1, iterations + 1):
         last = r == iterations
-        votes = u.detach() if detach_inner and not last else u      # detach_inner: the same votes, no gradient
-        c = torch.softmax(b, dim=1)                             # c_ij = softmax over the output capsules j
-        s = (c.unsqueeze(2) @ votes).squeeze(2)                 # s_j = sum_i c_ij u_hat_j|i: (B, N_out, D)
-        v = F.normalize(s, dim=-1) if mode == "su-march" and not last else squash(s, k=squash_k)
-        history.append(c.transpose(1, 2))                       # (B, N_in, N_out)
+        votes = u.detach() if detach_inner and not last else u  # the same, no gradient
+        c = torch.softmax(b, dim=1)              # c_ij: softmax over the outputs j
+        s = (c.unsqueeze(2) @ votes).squeeze(2)  # sum_i c_ij u_hat_j|i: (B, N_out, D)
+        march = mode == "su-march" and not last  # Su's March: unit length until last
+        v = F.normalize(s, dim=-1) if march else squash(s, k=squash_k)
+        history.append(c.transpose(1, 2))        # (B, N_in, N_out)
         if not last:
-            agreement = (votes @ v.unsqueeze(-1)).squeeze(-1)   # <u_hat_j|i, v_j>: (B, N_out, N_in)
+            agreement = (votes @ v.unsqueeze(-1)).squeeze(-1)  # <u_hat_j|i, v_j>
             b = b + agreement if mode == "hinton" else agreement
     return (v, history) if return_history else v

@@ -20,22 +20,26 @@ def at_least_float32(s: torch.Tensor) -> torch.Tensor:
     return s.to(torch.promote_types(s.dtype, torch.float32))
 
 
-def squash(s: torch.Tensor, dim: int = -1, k: float = 1.0, eps: float = 1e-8) -> torch.Tensor:
-    """v = |s|^2 / (k + |s|^2) * s / |s|, computed as s |s| / (k + |s|^2), so s = 0 maps to 0.
+def squash(s: torch.Tensor, dim: int = -1, k: float = 1.0,
+           eps: float = 1e-8) -> torch.Tensor:
+    """v = |s|^2 / (k + |s|^2) * s / |s|, computed as s |s| / (k + |s|^2), so that
+    s = 0 maps to 0.
 
-    ``eps`` keeps the gradient finite at s = 0. In float32 the result is exact to rounding
-    (relative error below 1e-6) for 1e-5 < |s| < 1e18; above |s| of about 4,000 the length is 1
-    to within one float32 step, and |s|^2 overflows above 1.8e19.
-    """
+    ``eps`` keeps the gradient finite at s = 0. In float32 the result is exact to
+    rounding (relative error below 1e-6) for 1e-5 < |s| < 1e18; above |s| of about 4,000
+    the length is 1 to within one float32 step, and |s|^2 overflows above 1.8e19."""
     x = at_least_float32(s)
-    n2 = x.pow(2).sum(dim=dim, keepdim=True)                        # |s|^2
-    n = torch.sqrt(n2 + eps * eps)                                  # |s|
+    n2 = x.pow(2).sum(dim=dim, keepdim=True)  # |s|^2
+    n = torch.sqrt(n2 + eps * eps)            # |s|
     return (x * n / (k + n2)).to(s.dtype)
 
 
-def safe_norm(s: torch.Tensor, dim: int = -1, keepdim: bool = False, eps: float = 1e-8) -> torch.Tensor:
-    """The length sqrt(|s|^2 + eps), summed in float32: finite value and gradient at s = 0."""
-    return torch.sqrt(at_least_float32(s).pow(2).sum(dim=dim, keepdim=keepdim) + eps).to(s.dtype)
+def safe_norm(s: torch.Tensor, dim: int = -1, keepdim: bool = False,
+              eps: float = 1e-8) -> torch.Tensor:
+    """The length sqrt(|s|^2 + eps), summed in float32: finite value and gradient
+    at s = 0."""
+    n2 = at_least_float32(s).pow(2).sum(dim=dim, keepdim=keepdim)
+    return torch.sqrt(n2 + eps).to(s.dtype)
 
 
 # Each maps a length |s| >= 0 to a new length in [0, 1).

@@ -95,53 +95,66 @@ def _ink_box(x: torch.Tensor) -> torch.Tensor:
     return torch.stack(edges, dim=1)                                # (B, 4)
 
 
-def random_affine(images: torch.Tensor, strength: float = 1.0, canvas: int = 40, generator=None,
-                  return_params: bool = False):
-    """affNIST-style transformed digits (B, C, canvas, canvas), each with its own random affine map.
+def random_affine(images: torch.Tensor, strength: float = 1.0, canvas: int = 40,
+                  generator=None, return_params: bool = False):
+    """affNIST-style transformed digits (B, C, canvas, canvas), each with its own random
+    affine map.
 
-    At ``strength`` s in [0, 1]: rotation uniform in +-20s degrees, shear (x += shear * y) in
-    +-0.2s, scale of each axis in [1 - 0.2s, 1 + 0.2s], and a translation drawn uniformly from
-    the range that keeps the transformed ink box at least one pixel inside the canvas, times s.
-    s = 0 returns the digits centred on the canvas, unchanged. With ``return_params`` also a
-    dict of (B,) tensors: rotation_deg, shear, scale_x, scale_y, shift_x, shift_y (pixels).
-    """
-    if isinstance(strength, bool) or not isinstance(strength, (int, float)) or not 0 <= strength <= 1:
+    At ``strength`` s in [0, 1]: rotation uniform in +-20s degrees, shear (x += shear *
+    y) in +-0.2s, scale of each axis in [1 - 0.2s, 1 + 0.2s], and a translation drawn
+    uniformly from the range that keeps the transformed ink box at least one pixel
+    inside the canvas, times s. s = 0 returns the digits centred on the canvas,
+    unchanged. With ``return_params`` also a dict of (B,) tensors: rotation_deg, shear,
+    scale_x, scale_y, shift_x, shift_y (pixels)."""
+    if (isinstance(strength, bool) or not isinstance(strength, (int, float))
+            or not 0 <= strength <= 1):
         raise ValueError(f"strength must be a number in [0, 1], got {strength!r}")
     _check_generator(generator)
-    x = center_on_canvas(images, canvas)                            # (B, C, canvas, canvas)
+    x = center_on_canvas(images, canvas)  # (B, C, canvas, canvas)
     B, device = x.shape[0], x.device
-    u = _uniform(B, 6, generator, device)                           # (B, 6): one draw per parameter
+    u = _uniform(B, 6, generator, device)  # (B, 6): one draw per parameter
     angle = u[:, 0] * math.radians(AFFINE_RANGES["rotation_deg"]) * strength  # (B,)
-    shear = u[:, 1] * AFFINE_RANGES["shear"] * strength             # (B,)
-    scale = 1 + u[:, 2:4] * AFFINE_RANGES["scale"] * strength       # (B, 2): x and y
-    cos, sin, zero, one = angle.cos(), angle.sin(), torch.zeros_like(angle), torch.ones_like(angle)
-    rotate = torch.stack([cos, -sin, sin, cos], dim=1).view(B, 2, 2)            # (B, 2, 2)
-    shear_m = torch.stack([one, shear, zero, one], dim=1).view(B, 2, 2)         # (B, 2, 2)
-    A = rotate @ shear_m @ torch.diag_embed(scale)                  # (B, 2, 2): scale, then shear, then rotate
+    shear = u[:, 1] * AFFINE_RANGES["shear"] * strength  # (B,)
+    scale = 1 + u[:, 2:4] * AFFINE_RANGES["scale"] * strength  # (B, 2): x and y
+    cos, sin = angle.cos(), angle.sin()
+    zero, one = torch.zeros_like(angle), torch.ones_like(angle)
+    rotate = torch.stack([cos, -sin, sin, cos], dim=1).view(B, 2, 2)  # (B, 2, 2)
+    shear_m = torch.stack([one, shear, zero, one], dim=1).view(B, 2, 2)  # (B, 2, 2)
+    # (B, 2, 2): scale, then shear, then rotate
+    A = rotate @ shear_m @ torch.diag_embed(scale)
 
-    # Where the ink box's four corners land; then the translations that keep them inside.
-    box = _ink_box(x)                                               # (B, 4)
-    corners = torch.stack([box[:, [0, 0, 1, 1]], box[:, [2, 3, 2, 3]]], dim=1)  # (B, 2, 4) (x, y) per corner
-    moved = A @ corners                                             # (B, 2, 4)
-    room = canvas / 2 - MARGIN                                      # centre to usable edge, pixels
-    lo, hi = -room - moved.amin(dim=2), room - moved.amax(dim=2)    # (B, 2) allowed shift range per axis
-    too_big = lo > hi                                               # cannot fit: centre the box instead
+    # Where the ink box's four corners land; then the translations that keep them
+    # inside.
+    box = _ink_box(x)  # (B, 4)
+    # (B, 2, 4) (x, y) per corner
+    corners = torch.stack([box[:, [0, 0, 1, 1]], box[:, [2, 3, 2, 3]]], dim=1)
+    moved = A @ corners  # (B, 2, 4)
+    room = canvas / 2 - MARGIN  # centre to usable edge, pixels
+    # (B, 2) allowed shift range per axis
+    lo, hi = -room - moved.amin(dim=2), room - moved.amax(dim=2)
+    too_big = lo > hi  # cannot fit: centre the box instead
     mid = (lo + hi) / 2
     lo, hi = torch.where(too_big, mid, lo), torch.where(too_big, mid, hi)
-    shift = (lo + (hi - lo) * (u[:, 4:6] + 1) / 2) * strength       # (B, 2), in [lo, hi] when 0 is
-    shift = torch.maximum(torch.minimum(shift, hi), lo)             # (B, 2)
+    # (B, 2), in [lo, hi] when 0 is
+    shift = (lo + (hi - lo) * (u[:, 4:6] + 1) / 2) * strength
+    shift = torch.maximum(torch.minimum(shift, hi), lo)  # (B, 2)
 
-    # affine_grid maps OUTPUT coordinates to INPUT ones: p_in = A^-1 (p_out - t), in units
-    # of half the canvas (align_corners=False: offsets from the centre times 2 / canvas).
-    inverse = torch.linalg.inv(A)                                   # (B, 2, 2)
-    offset = -(inverse @ shift.unsqueeze(-1)) * (2 / canvas)        # (B, 2, 1)
-    theta = torch.cat([inverse, offset], dim=2).to(x.dtype)         # (B, 2, 3)
-    grid = F.affine_grid(theta, list(x.shape), align_corners=False)  # (B, canvas, canvas, 2)
-    out = F.grid_sample(x, grid, mode="bilinear", padding_mode="zeros", align_corners=False)  # (B, C, canvas, canvas)
+    # affine_grid maps OUTPUT coordinates to INPUT ones: p_in = A^-1 (p_out - t), in
+    # units of half the canvas (align_corners=False: offsets from the centre times 2 /
+    # canvas).
+    inverse = torch.linalg.inv(A)  # (B, 2, 2)
+    offset = -(inverse @ shift.unsqueeze(-1)) * (2 / canvas)  # (B, 2, 1)
+    theta = torch.cat([inverse, offset], dim=2).to(x.dtype)  # (B, 2, 3)
+    # (B, canvas, canvas, 2)
+    grid = F.affine_grid(theta, list(x.shape), align_corners=False)
+    # (B, C, canvas, canvas)
+    out = F.grid_sample(x, grid, mode="bilinear", padding_mode="zeros",
+                        align_corners=False)
     if not return_params:
         return out
     params: Dict[str, torch.Tensor] = {
-        "rotation_deg": torch.rad2deg(angle), "shear": shear, "scale_x": scale[:, 0], "scale_y": scale[:, 1],
+        "rotation_deg": torch.rad2deg(angle), "shear": shear,
+        "scale_x": scale[:, 0], "scale_y": scale[:, 1],
         "shift_x": shift[:, 0], "shift_y": shift[:, 1]}
     return out, params
 

@@ -78,15 +78,18 @@ PRESETS = {
 
 
 def make_variant(name: str, config: AblationConfig) -> Tuple[torch.nn.Module, float]:
-    """(CapsNet for the canvas with the variant's routing, its reconstruction-loss weight)."""
+    """(CapsNet for the canvas with the variant's routing, its reconstruction-loss
+    weight)."""
     if name not in VARIANTS:
         raise ValueError(f"unknown variant {name!r}; expected one of {tuple(VARIANTS)}")
     iterations, recon, detach = VARIANTS[name]
-    model = CapsNet(image_size=(config.canvas, config.canvas), conv_channels=config.capsnet_conv,
-                    primary_types=config.capsnet_types, decoder_hidden=config.capsnet_decoder,
-                    iterations=iterations)
+    model = CapsNet(image_size=(config.canvas, config.canvas),
+                    conv_channels=config.capsnet_conv,
+                    primary_types=config.capsnet_types,
+                    decoder_hidden=config.capsnet_decoder, iterations=iterations)
     if detach:  # the same routing, with gradients through the last iteration only
-        model.digits.fast_routing = functools.partial(fused_routing, detach_inner=True, compile=False)
+        model.digits.fast_routing = functools.partial(fused_routing, detach_inner=True,
+                                                      compile=False)
     return model, (config.recon_weight if recon else 0.0)
 
 

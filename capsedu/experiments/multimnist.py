@@ -49,17 +49,22 @@ class PairCapsNet(nn.Module):
 
     def forward(self, x: torch.Tensor, labels: Optional[torch.Tensor] = None):
         if not isinstance(x, torch.Tensor) or x.dim() != 4 or x.shape[1] not in (1, 3):
-            raise ValueError(f"PairCapsNet expects (batch, 1 or 3, H, W) images (overlay [, digit, digit]), "
-                             f"got {getattr(x, 'shape', type(x))}")
-        overlay = x[:, :1]                                               # (B, 1, H, W)
-        digit = self.capsnet.capsules(overlay)                           # (B, 10, 16)
-        lengths = safe_norm(digit, dim=-1)                               # (B, 10)
+            got = getattr(x, "shape", type(x))
+            raise ValueError("PairCapsNet expects (batch, 1 or 3, H, W) images "
+                             f"(overlay [, digit, digit]), got {got}")
+        overlay = x[:, :1]                      # (B, 1, H, W)
+        digit = self.capsnet.capsules(overlay)  # (B, 10, 16)
+        lengths = safe_norm(digit, dim=-1)      # (B, 10)
         if labels is not None and (labels.dim() != 2 or not labels.is_floating_point()):
-            raise ValueError("PairCapsNet trains on multi-hot float labels (B, 10) with two ones per row")
-        # inference: the two longest capsules; training: the two true classes; lower first (as x's channels)
-        classes = (lengths if labels is None else labels).topk(2, dim=1).indices.sort(dim=1).values  # (B, 2)
-        recon = self._decode(digit, classes)                             # (B, 2, H, W)
-        return digit, lengths, torch.cat([overlay.detach(), recon], dim=1)  # (B, 3, H, W)
+            raise ValueError("PairCapsNet trains on multi-hot float labels (B, 10) "
+                             "with two ones per row")
+        # inference: the two longest capsules; training: the two true classes; the lower
+        # class first (as x's channels): (B, 2)
+        scores = lengths if labels is None else labels
+        classes = scores.topk(2, dim=1).indices.sort(dim=1).values
+        recon = self._decode(digit, classes)    # (B, 2, H, W)
+        # (B, 3, H, W)
+        return digit, lengths, torch.cat([overlay.detach(), recon], dim=1)
 
     @torch.no_grad()
     def segment(self, x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:

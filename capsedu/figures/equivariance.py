@@ -7,13 +7,15 @@
   every amount, 0 included, softens the strokes alike: interpolating at 28 x 28 blurs a rotated
   digit but not the untransformed one, a difference that first-layer features register as if it
   were part of the transformation.
-- ``equivariance_curves(model, images, labels, kind, amounts)``: per amount and digit, the length
-  of the capsule of the digit's class and the cosine of its pose to the untransformed pose, and
-  the same two for the CapsNet's own conv1 features: globally average-pooled (a pooled CNN
-  feature) and unpooled (place-coded maps), plus whether the digit is still classified right,
-  and the *drift*: the cosine between the change each amount makes to a vector and the change the
-  smallest positive amount makes (a code that moves one way for +t and the opposite way for -t,
-  further as |t| grows, gives +1 on one side and -1 on the other).
+- ``equivariance_curves(model, images, labels, kind, amounts, cnn=None)``: per amount and
+  digit, the length of the capsule of the digit's class and the cosine of its pose to the
+  untransformed pose, the cosine of the CapsNet's own conv1 maps (place-coded features) to
+  theirs, whether the digit is still classified right, and the *drift*: the cosine between the
+  change each amount makes to a vector and the change the smallest positive amount makes (a code
+  that moves one way for +t and the opposite way for -t, further as |t| grows, gives +1 on one
+  side and -1 on the other). With ``cnn``, a trained ``BaselineCNN``, the same for its last
+  hidden layer (the features its classifier reads: norm ratio, cosine, drift) and whether it
+  still classifies the digit right.
 
 A cosine of 1 means the vector kept its direction; a length (or norm ratio) of 1 that it kept its size.
 """
@@ -29,11 +31,12 @@ import torch.nn.functional as F
 from capsedu.core.squashing import safe_norm
 from capsedu.figures.frames import capsnet_images
 
-__all__ = ["KINDS", "SUPERSAMPLE", "transform_digits", "equivariance_curves", "CURVES"]
+__all__ = ["KINDS", "SUPERSAMPLE", "transform_digits", "equivariance_curves", "CURVES", "CNN_CURVES"]
 
 KINDS = {"shift": "pixels to the right", "rotate": "degrees anticlockwise", "scale": "times the size"}
 SUPERSAMPLE = 4     # rotations and scalings are resampled on a grid this many times finer
-CURVES = ("length", "cosine", "drift", "correct", "pooled_ratio", "pooled_cosine", "pooled_drift", "map_cosine")
+CURVES = ("length", "cosine", "drift", "correct", "map_cosine")
+CNN_CURVES = ("cnn_ratio", "cnn_cosine", "cnn_drift", "cnn_correct")  # with a trained CNN
 
 
 def _theta(kind: str, amount: float, width: int) -> torch.Tensor:
@@ -63,18 +66,26 @@ def transform_digits(images: torch.Tensor, kind: str, amount: float) -> torch.Te
     return out if kind == "shift" else F.avg_pool2d(out, SUPERSAMPLE)    # (N, C, H, W)
 
 
-def _features(model, x: torch.Tensor, labels: torch.Tensor):
-    """Digit capsule of each label (B, 16), all lengths (B, 10), conv1 maps (B, 256*20*20), pooled (B, 256)."""
+def _features(model, cnn, x: torch.Tensor, labels: torch.Tensor):
+    """{vector: (B, D)} compared across amounts (the digit capsule of each label, conv1's maps,
+    the CNN's last hidden layer) and {curve: (B,)} of right classifications."""
     maps = F.relu(model.conv1(x))                                   # (B, 256, 20, 20)
     digits = model.digits(model.primary(maps))                      # (B, 10, 16)
-    own = digits[torch.arange(len(x), device=x.device), labels]     # (B, 16)
-    return own, safe_norm(digits, dim=-1), maps.flatten(1), maps.mean(dim=(2, 3))
+    vectors = {"capsule": digits[torch.arange(len(x), device=x.device), labels],
+               "map": maps.flatten(1)}
+    right = {"correct": safe_norm(digits, dim=-1).argmax(dim=1) == labels}
+    if cnn is not None:
+        last = max(i for i, layer in enumerate(cnn.head) if isinstance(layer, torch.nn.Linear))
+        vectors["cnn"] = cnn.head[:last](cnn.features(x).flatten(1))  # (B, hidden[-1])
+        right["cnn_correct"] = cnn.head[last:](vectors["cnn"]).argmax(dim=1) == labels
+    return vectors, right
 
 
 @torch.no_grad()
 def equivariance_curves(model, images: torch.Tensor, labels: torch.Tensor, kind: str, amounts: Sequence[float],
-                        batch_size: int = 100) -> Dict[str, np.ndarray]:
-    """{curve: (len(amounts), N) array} for the CURVES, each digit compared with its untransformed self.
+                        batch_size: int = 100, cnn=None) -> Dict[str, np.ndarray]:
+    """{curve: (len(amounts), N) array} for the CURVES (and CNN_CURVES with ``cnn``, a trained
+    ``BaselineCNN`` in eval mode), each digit compared with its untransformed self.
 
     The drifts are NaN at the untransformed amount (no change, no direction); ``amounts`` must hold
     one amount above the untransformed one (0 px, 0 degrees, factor 1), the drifts' reference.
@@ -82,6 +93,8 @@ def equivariance_curves(model, images: torch.Tensor, labels: torch.Tensor, kind:
     x = capsnet_images(model, images, "equivariance_curves")
     if not isinstance(labels, torch.Tensor) or labels.shape != (len(x),):
         raise ValueError(f"equivariance_curves: labels must be a tensor of {len(x)} class indices")
+    if cnn is not None and (cnn.training or tuple(cnn.config.image_size) != tuple(x.shape[-2:])):
+        raise ValueError("equivariance_curves: cnn must be a BaselineCNN for the same image size, in eval mode")
     amounts = list(amounts)
     if not amounts:
         raise ValueError("equivariance_curves: amounts must hold at least one value")
@@ -91,24 +104,27 @@ def equivariance_curves(model, images: torch.Tensor, labels: torch.Tensor, kind:
         raise ValueError(f"equivariance_curves: amounts must hold a value above {neutral} (the drifts' reference)")
     reference = min(above)
     device = next(model.parameters()).device
-    out = {k: [] for k in CURVES}
+    names = CURVES + (CNN_CURVES if cnn is not None else ())
+    out = {k: [] for k in names}
     for start in range(0, len(x), batch_size):
         xb, yb = x[start:start + batch_size].to(device), labels[start:start + batch_size].to(device)
-        seen = {a: _features(model, transform_digits(xb, kind, a), yb) for a in (neutral, reference)}
-        own0, _, maps0, pooled0 = seen[neutral]
-        own1, _, _, pooled1 = seen[reference]
-        rows = {k: [] for k in CURVES}
+        seen = {a: _features(model, cnn, transform_digits(xb, kind, a), yb) for a in (neutral, reference)}
+        (base, _), (step, _) = seen[neutral], seen[reference]
+        rows = {k: [] for k in names}
         for amount in amounts:  # the two seen already are not computed twice
-            own, lengths, maps, pooled = seen.get(amount) or _features(model, transform_digits(xb, kind, amount), yb)
-            rows["length"].append(safe_norm(own, dim=-1))
-            rows["cosine"].append(F.cosine_similarity(own, own0, dim=-1))
-            rows["correct"].append((lengths.argmax(dim=1) == yb).float())
-            rows["pooled_ratio"].append(safe_norm(pooled, dim=-1) / safe_norm(pooled0, dim=-1))
-            rows["pooled_cosine"].append(F.cosine_similarity(pooled, pooled0, dim=-1))
-            rows["map_cosine"].append(F.cosine_similarity(maps, maps0, dim=-1))
-            for name, now, base, step in (("drift", own, own0, own1), ("pooled_drift", pooled, pooled0, pooled1)):
-                drift = F.cosine_similarity(now - base, step - base, dim=-1)
-                rows[name].append(drift if amount != neutral else torch.full_like(drift, math.nan))
+            now, right = seen.get(amount) or _features(model, cnn, transform_digits(xb, kind, amount), yb)
+            for name, hits in right.items():
+                rows[name].append(hits.float())
+            rows["length"].append(safe_norm(now["capsule"], dim=-1))
+            rows["map_cosine"].append(F.cosine_similarity(now["map"], base["map"], dim=-1))
+            for vector, prefix in (("capsule", ""), ("cnn", "cnn_")):
+                if vector not in now:
+                    continue
+                if prefix:
+                    rows[prefix + "ratio"].append(safe_norm(now[vector], dim=-1) / safe_norm(base[vector], dim=-1))
+                rows[prefix + "cosine"].append(F.cosine_similarity(now[vector], base[vector], dim=-1))
+                drift = F.cosine_similarity(now[vector] - base[vector], step[vector] - base[vector], dim=-1)
+                rows[prefix + "drift"].append(drift if amount != neutral else torch.full_like(drift, math.nan))
         for k, v in rows.items():
             out[k].append(torch.stack(v).cpu())                     # (A, B)
     return {k: torch.cat(v, dim=1).numpy() for k, v in out.items()}

@@ -1,10 +1,14 @@
-"""Tables for the book and the CLI, as Markdown or HTML (no torch needed)."""
+"""Tables for the book and the CLI, as Markdown or HTML, and printed text folded to the book's
+column (no torch needed)."""
 from __future__ import annotations
 
+import textwrap
 from html import escape
 from typing import Sequence
 
-__all__ = ["render_table", "mean_std"]
+__all__ = ["render_table", "mean_std", "fold", "COLUMN"]
+
+COLUMN = 88  # characters of the code font in the book's column (scripts/long_lines.py's limit)
 
 
 def render_table(heads: Sequence[str], rows: Sequence[Sequence], html: bool = False) -> str:
@@ -21,3 +25,16 @@ def render_table(heads: Sequence[str], rows: Sequence[Sequence], html: bool = Fa
 def mean_std(mean: float, std, digits: int = 3) -> str:
     """"0.912 ± 0.031", or just the mean when there is no spread (one seed)."""
     return f"{mean:.{digits}f}" + ("" if std is None else f" ± {std:.{digits}f}")
+
+
+def fold(text, width: int = COLUMN) -> str:
+    """``text`` with every line longer than ``width`` broken at spaces, its continuation lines
+    indented two spaces past the line's own indent: printed output that reads without scrolling.
+    A word longer than ``width`` (a path, say) stays whole."""
+    out = []
+    for line in str(text).split("\n"):
+        indent = line[:len(line) - len(line.lstrip())]
+        out.append(line if len(line) <= width else textwrap.fill(
+            line, width, subsequent_indent=indent + "  ", break_long_words=False,
+            break_on_hyphens=False))
+    return "\n".join(out)

@@ -30,25 +30,30 @@ def efficient_squash(s: torch.Tensor, dim: int = -1, eps: float = 1e-8) -> torch
     return compress(s, "exp", dim=dim, eps=eps)
 
 
-def self_attention_routing(u_hat: torch.Tensor, bias=None, return_coupling: bool = False):
-    """Route predictions ``u_hat`` (B, N_in, N_out, D) in one step to ``v`` (B, N_out, D).
+def self_attention_routing(u_hat: torch.Tensor, bias=None,
+                           return_coupling: bool = False):
+    """Route predictions ``u_hat`` (B, N_in, N_out, D) in one step to ``v``
+    (B, N_out, D).
 
-    ``bias``: None or the priors b_ij, a tensor broadcastable to (N_in, N_out). Returns ``v``,
-    or ``(v, c)`` with the coupling ``c`` (B, N_in, N_out) that was used; ``c - bias`` sums
-    to 1 over the outputs for every input.
-    """
-    if not isinstance(u_hat, torch.Tensor) or u_hat.dim() != 4 or not u_hat.is_floating_point():
-        got = tuple(u_hat.shape) if isinstance(u_hat, torch.Tensor) else type(u_hat).__name__
-        raise ValueError(f"u_hat must be a float tensor of shape (batch, n_in, n_out, dim), got {got}")
+    ``bias``: None or the priors b_ij, a tensor broadcastable to (N_in, N_out). Returns
+    ``v``, or ``(v, c)`` with the coupling ``c`` (B, N_in, N_out) that was used;
+    ``c - bias`` sums to 1 over the outputs for every input."""
+    tensor = isinstance(u_hat, torch.Tensor)
+    if not tensor or u_hat.dim() != 4 or not u_hat.is_floating_point():
+        got = tuple(u_hat.shape) if tensor else type(u_hat).__name__
+        raise ValueError("u_hat must be a float tensor of shape "
+                         f"(batch, n_in, n_out, dim), got {got}")
     D = u_hat.shape[-1]
-    # sum_k <u_j|i, u_j|k> = <u_j|i, sum_k u_j|k>: the N_in x N_in attention matrix is never built.
-    total = u_hat.sum(dim=1, keepdim=True)                          # sum_k u_hat_j|k: (B, 1, N_out, D)
-    agreement = (u_hat * total).sum(dim=-1) / math.sqrt(D)          # A_ij: (B, N_in, N_out)
-    c = torch.softmax(agreement, dim=2)                             # over output capsules j
+    # sum_k <u_j|i, u_j|k> = <u_j|i, sum_k u_j|k>: the N_in x N_in attention matrix is
+    # never built.
+    total = u_hat.sum(dim=1, keepdim=True)  # sum_k u_hat_j|k: (B, 1, N_out, D)
+    agreement = (u_hat * total).sum(dim=-1) / math.sqrt(D)  # A_ij: (B, N_in, N_out)
+    c = torch.softmax(agreement, dim=2)  # over output capsules j
     if bias is not None:
-        c = c + bias                                                # learned priors b_ij
-    s = torch.einsum("bij,bijd->bjd", c, u_hat)                     # s_j = sum_i c_ij u_hat_j|i: (B, N_out, D)
-    v = efficient_squash(s)                                         # (B, N_out, D)
+        c = c + bias  # learned priors b_ij
+    # s_j = sum_i c_ij u_hat_j|i: (B, N_out, D)
+    s = torch.einsum("bij,bijd->bjd", c, u_hat)
+    v = efficient_squash(s)  # (B, N_out, D)
     return (v, c) if return_coupling else v
 
 

@@ -53,70 +53,84 @@ def _check_em_args(votes, activations, beta_u, beta_a, iterations) -> None:
         raise ValueError(f"iterations must be a positive int, got {iterations!r}")
 
 
-def m_step(R: torch.Tensor, activations: torch.Tensor, u: torch.Tensor, beta_u: torch.Tensor,
-           beta_a: torch.Tensor, lam: float, eps: float = 1e-6, u_sq=None, standardise: bool = True):
+def m_step(R: torch.Tensor, activations: torch.Tensor, u: torch.Tensor,
+           beta_u: torch.Tensor, beta_a: torch.Tensor, lam: float, eps: float = 1e-6,
+           u_sq=None, standardise: bool = True):
     """Fit one Gaussian per output to the votes; returns (mu, var, logit of a_j).
 
-    Works on the (B, N_out, N_in) order, as ``dynamic_routing`` does: ``R`` (B, N_out, N_in),
-    ``activations`` (B, N_in), votes ``u`` (B, N_out, N_in, P) (``u_sq``: ``u ** 2`` if at
-    hand); returns ``mu``, ``var`` (B, N_out, P) and the logit ``lambda (beta_a - cost_j)`` (B, N_out).
-    ``standardise=False`` keeps the paper's raw costs.
+    Works on the (B, N_out, N_in) order, as ``dynamic_routing`` does: ``R`` (B, N_out,
+    N_in), ``activations`` (B, N_in), votes ``u`` (B, N_out, N_in, P) (``u_sq``: ``u **
+    2`` if at hand); returns ``mu``, ``var`` (B, N_out, P) and the logit ``lambda
+    (beta_a - cost_j)`` (B, N_out). ``standardise=False`` keeps the paper's raw costs.
     """
     P = u.shape[-1]
     u_sq = u * u if u_sq is None else u_sq
-    weight = R * activations.unsqueeze(1)                           # R_ij a_i: (B, N_out, N_in)
-    r = weight.sum(dim=2)                                           # data assigned to j: (B, N_out)
-    share = (weight / (r.unsqueeze(-1) + eps)).unsqueeze(2)         # sums to ~1 over i: (B, N_out, 1, N_in)
-    mu = (share @ u).squeeze(2)                                     # sum_i share_ij V_ij: (B, N_out, P)
-    # sum_i share_ij (V_ij - mu_j)^2 = E[V^2] - mu^2: two matrix products, no (B, N_out, N_in, P) temporary
+    weight = R * activations.unsqueeze(1)  # R_ij a_i: (B, N_out, N_in)
+    r = weight.sum(dim=2)  # data assigned to j: (B, N_out)
+    # sums to ~1 over i: (B, N_out, 1, N_in)
+    share = (weight / (r.unsqueeze(-1) + eps)).unsqueeze(2)
+    mu = (share @ u).squeeze(2)  # sum_i share_ij V_ij: (B, N_out, P)
+    # sum_i share_ij (V_ij - mu_j)^2 = E[V^2] - mu^2: two matrix products, no (B, N_out,
+    # N_in, P) temporary
     var = ((share @ u_sq).squeeze(2) - mu * mu).clamp(min=0) + eps  # (B, N_out, P)
-    cost = (P * beta_u + 0.5 * torch.log(var).sum(dim=-1)) * r      # sum_h (beta_u + log sigma_jh) r_j: (B, N_out)
+    # sum_h (beta_u + log sigma_jh) r_j: (B, N_out)
+    cost = (P * beta_u + 0.5 * torch.log(var).sum(dim=-1)) * r
     if not standardise:
         return mu, var, lam * (beta_a - cost)
-    # Our choice: standardise the costs over the outputs j, so that a_j says how cheap j's cluster
-    # is *compared with the other outputs'*. Raw costs saturate the logistic at the start of
-    # training (all a_j near 1 or 0) and learn far more slowly on our small network.
-    centred = cost - cost.mean(dim=1, keepdim=True)                 # (B, N_out)
-    cost = centred / torch.sqrt(centred.pow(2).mean(dim=1, keepdim=True) + STD_EPS)  # mean 0, std 1 over j
-    return mu, var, lam * (beta_a - cost)                           # logit of a_j: (B, N_out)
+    # Our choice: standardise the costs over the outputs j, so that a_j says how cheap
+    # j's cluster is *compared with the other outputs'*. Raw costs saturate the logistic
+    # at the start of training (all a_j near 1 or 0) and learn far more slowly on our
+    # small network.
+    centred = cost - cost.mean(dim=1, keepdim=True)  # (B, N_out)
+    # mean 0, std 1 over j
+    cost = centred / torch.sqrt(centred.pow(2).mean(dim=1, keepdim=True) + STD_EPS)
+    return mu, var, lam * (beta_a - cost)  # logit of a_j: (B, N_out)
 
 
-def e_step(u: torch.Tensor, mu: torch.Tensor, var: torch.Tensor, logit_a: torch.Tensor, u_sq=None) -> torch.Tensor:
-    """Responsibilities R (B, N_out, N_in): a_j times the Gaussian density of V_ij, normalised over j."""
+def e_step(u: torch.Tensor, mu: torch.Tensor, var: torch.Tensor, logit_a: torch.Tensor,
+           u_sq=None) -> torch.Tensor:
+    """Responsibilities R (B, N_out, N_in): a_j times the Gaussian density of V_ij,
+    normalised over j."""
     P = u.shape[-1]
     u_sq = u * u if u_sq is None else u_sq
-    inv = 1.0 / var                                                 # (B, N_out, P)
+    inv = 1.0 / var                              # (B, N_out, P)
     # sum_h (V_ijh - mu_jh)^2 / var_jh, expanded into matrix-vector products over h
     z = ((u_sq @ inv.unsqueeze(-1)) - 2 * (u @ (mu * inv).unsqueeze(-1))).squeeze(-1) \
-        + (mu * mu * inv).sum(-1, keepdim=True)                     # (B, N_out, N_in)
-    log_p = -0.5 * (z + torch.log(var).sum(-1, keepdim=True) + P * math.log(2 * math.pi))  # log p_ij: (B, N_out, N_in)
-    return torch.softmax(F.logsigmoid(logit_a).unsqueeze(-1) + log_p, dim=1)  # over output capsules j
+        + (mu * mu * inv).sum(-1, keepdim=True)  # (B, N_out, N_in)
+    # log p_ij: (B, N_out, N_in)
+    log_det = torch.log(var).sum(-1, keepdim=True)
+    log_p = -0.5 * (z + log_det + P * math.log(2 * math.pi))
+    # over output capsules j
+    return torch.softmax(F.logsigmoid(logit_a).unsqueeze(-1) + log_p, dim=1)
 
 
-def em_routing(votes: torch.Tensor, activations: torch.Tensor, beta_u: torch.Tensor, beta_a: torch.Tensor,
-               iterations: int = 3, final_lambda: float = FINAL_LAMBDA, return_history: bool = False,
+def em_routing(votes: torch.Tensor, activations: torch.Tensor, beta_u: torch.Tensor,
+               beta_a: torch.Tensor, iterations: int = 3,
+               final_lambda: float = FINAL_LAMBDA, return_history: bool = False,
                eps: float = 1e-6, standardise: bool = True):
-    """Route votes (B, N_in, N_out, P) of inputs with activations (B, N_in) to output capsules.
+    """Route votes (B, N_in, N_out, P) of inputs with activations (B, N_in) to output
+    capsules.
 
-    Returns ``(poses, a)``: poses (B, N_out, P) (the means ``mu_j``) and activations (B, N_out),
-    or ``(poses, a, history)`` where ``history[t]`` is the ``R`` (B, N_in, N_out) used by the
-    M step of iteration ``t + 1``; ``R`` starts uniform, 1 / N_out. The last iteration ends
-    with its M step (an E step after it would be unused). Loops over iterations only.
-    """
+    Returns ``(poses, a)``: poses (B, N_out, P) (the means ``mu_j``) and activations
+    (B, N_out), or ``(poses, a, history)`` where ``history[t]`` is the ``R``
+    (B, N_in, N_out) used by the M step of iteration ``t + 1``; ``R`` starts uniform,
+    1 / N_out. The last iteration ends with its M step (an E step after it would be
+    unused). Loops over iterations only."""
     _check_em_args(votes, activations, beta_u, beta_a, iterations)
-    u = votes.transpose(1, 2).contiguous()                          # (B, N_out, N_in, P)
-    u_sq = u * u                                                    # used by every step
+    u = votes.transpose(1, 2).contiguous()         # (B, N_out, N_in, P)
+    u_sq = u * u                                   # used by every step
     B, n_out, n_in, _ = u.shape
-    R = u.new_full((B, n_out, n_in), 1.0 / n_out)                   # (B, N_out, N_in)
+    R = u.new_full((B, n_out, n_in), 1.0 / n_out)  # (B, N_out, N_in)
     history: List[torch.Tensor] = []
     for t in range(1, iterations + 1):
         if return_history:
-            history.append(R.transpose(1, 2))                       # (B, N_in, N_out)
+            history.append(R.transpose(1, 2))      # (B, N_in, N_out)
+        lam = inverse_temperature(t, final_lambda)
         mu, var, logit_a = m_step(R, activations, u, beta_u.view(-1), beta_a.view(-1),
-                                  inverse_temperature(t, final_lambda), eps, u_sq, standardise)
+                                  lam, eps, u_sq, standardise)
         if t < iterations:
-            R = e_step(u, mu, var, logit_a, u_sq)                    # (B, N_out, N_in)
-    a = torch.sigmoid(logit_a)                                      # (B, N_out)
+            R = e_step(u, mu, var, logit_a, u_sq)  # (B, N_out, N_in)
+    a = torch.sigmoid(logit_a)                     # (B, N_out)
     return (mu, a, history) if return_history else (mu, a)
 
 

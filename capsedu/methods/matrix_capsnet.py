@@ -120,16 +120,19 @@ class ClassMatrixCapsules(_Routed):
         self.weight = nn.Parameter(W_STD * torch.randn(in_types, classes, 4, 4))
 
     def votes(self, poses: torch.Tensor, a: torch.Tensor):
-        """-> votes (b, H*W*T, C, 16) with coordinate addition, activations (b, H*W*T)."""
+        """-> votes (b, H*W*T, C, 16) with coordinate addition, activations
+        (b, H*W*T)."""
         b, H, W, T, _ = poses.shape
         M = poses.view(b, H, W, T, 4, 4)
-        V = torch.einsum("bxytpq,tjqr->bxytjpr", M, self.weight)    # (b, H, W, T, C, 4, 4)
-        rows = (torch.arange(H, device=V.device, dtype=V.dtype) + 0.5) / H   # centres, scaled to (0, 1)
+        # (b, H, W, T, C, 4, 4)
+        V = torch.einsum("bxytpq,tjqr->bxytjpr", M, self.weight)
+        # centres, scaled to (0, 1)
+        rows = (torch.arange(H, device=V.device, dtype=V.dtype) + 0.5) / H
         cols = (torch.arange(W, device=V.device, dtype=V.dtype) + 0.5) / W
         shift = torch.zeros(H, W, 4, 4, device=V.device, dtype=V.dtype)
-        shift[:, :, 0, 3] = rows.view(H, 1)                          # first two entries of the last column
+        shift[:, :, 0, 3] = rows.view(H, 1)      # first two entries of the last column
         shift[:, :, 1, 3] = cols.view(1, W)
-        V = V + shift.view(1, H, W, 1, 1, 4, 4)                     # coordinate addition
+        V = V + shift.view(1, H, W, 1, 1, 4, 4)  # coordinate addition
         return V.reshape(b, H * W * T, self.classes, 16), a.reshape(b, H * W * T)
 
     def forward(self, poses: torch.Tensor, a: torch.Tensor, return_history: bool = False):

@@ -81,7 +81,7 @@ class TwoDigitReport:
         ties = [(r["model"], r["seed"], k.removesuffix("_ties"), r[k]) for r in self.runs for k in r if k.endswith("_ties")]
         worst = max(ties, key=lambda t: t[3], default=(None, None, None, 0))
         if worst[3] == 0:
-            return f"ties: none in any of the {len(ties)} (run, layout) pairs, so counting them as misses changes nothing"
+            return f"ties: none in the {len(ties)} (run, layout) pairs; counting ties as misses changes nothing"
         return (f"ties (counted as misses): at most {worst[3]:.2%} of the images ({worst[0]} seed {worst[1]}, "
                 f"{worst[2]} layout); the mean over {len(ties)} (run, layout) pairs is "
                 f"{sum(t[3] for t in ties) / len(ties):.2%}")
@@ -105,8 +105,8 @@ class TwoDigitReport:
                 mine = by_seed(self.runs, name, f"{layout}_top2")
                 diff = [mine[s] - base[s] for s in sorted(mine) if s in base]
                 if diff:
-                    lines.append(f"{layout:11} top-2, {name:16} minus pooling: " + ", ".join(f"{d:+.2f}" for d in diff)
-                                 + f"  ({sum(d > 0 for d in diff)} of {len(diff)} seeds favour the capsules)")
+                    lines.append(f"{layout:11} top-2, {name:16} - pooling: " + ", ".join(f"{d:+.2f}" for d in diff)
+                                 + f"  ({sum(d > 0 for d in diff)}/{len(diff)} seeds > 0)")
         for name in dict.fromkeys(r["model"] for r in self.runs):
             hits = sum(by_seed(self.runs, name, "vertical_top2").values())
             gap = hits - sum(by_seed(self.runs, name, "vertical_top2_conf").values())

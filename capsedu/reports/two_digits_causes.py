@@ -38,8 +38,9 @@ class InkGaps:
     hits: Dict[str, Dict[str, torch.Tensor]]      # layout -> model -> (N,)
 
     def lines(self) -> List[str]:
-        return [f"{layout:10} median ink gap {gap.median().item():.0f} px; pairs with a gap under 14 px "
-                f"(some cells see both digits): {(gap < 14).float().mean().item():.0%}" for layout, gap in self.gaps.items()]
+        return [f"{layout:10} median ink gap {gap.median().item():.0f} px; under 14 px "
+                f"(cells that see both digits): {(gap < 14).float().mean().item():.0%} of pairs"
+                for layout, gap in self.gaps.items()]
 
     def table(self) -> str:
         """HTML: top-2 accuracy per layout and gap bin."""

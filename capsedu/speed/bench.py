@@ -212,8 +212,9 @@ def _quiet_stderr():
         os.close(devnull)
 
 
-def profile_table(step: Callable[[], None], device="cpu", rows: int = 12) -> str:
-    """torch.profiler's table of the operations of one call of ``step``, by self time."""
+def profile_table(step: Callable[[], None], device="cpu", rows: int = 12):
+    """The operations of one call of ``step`` that took the most self time, as (heads, rows)
+    for ``capsedu.figures.tables.render_table``: torch.profiler's numbers, fewer columns."""
     from torch.profiler import ProfilerActivity, profile
     step()  # warm-up, outside the profile
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.device(device).type == "cuda" else [])
@@ -222,7 +223,12 @@ def profile_table(step: Callable[[], None], device="cpu", rows: int = 12) -> str
     from torch.autograd.profiler_util import FunctionEventAvg
     gpu_key = "self_device_time_total" if hasattr(FunctionEventAvg, "self_device_time_total") else "self_cuda_time_total"
     key = gpu_key if torch.device(device).type == "cuda" else "self_cpu_time_total"
-    return prof.key_averages().table(sort_by=key, row_limit=rows)
+    events = prof.key_averages()
+    total = sum(getattr(e, key) for e in events) or 1.0
+    top = sorted(events, key=lambda e: getattr(e, key), reverse=True)[:rows]
+    where = "GPU" if key == gpu_key else "CPU"
+    return (["operation", f"self {where} ms", "share of all self time", "calls"],
+            [[e.key, f"{getattr(e, key) / 1e3:.2f}", f"{getattr(e, key) / total:.1%}", e.count] for e in top])
 
 
 def saved_tensor_bytes(fn: Callable[[], torch.Tensor], exclude: Sequence[torch.Tensor] = ()) -> int:

@@ -313,7 +313,7 @@ def fit(model, data, config: Optional[TrainConfig] = None, *, on_epoch_end=None,
     epochs, checkpoint, progress = config.epochs, config.checkpoint, config.progress
     if progress and run.start > 1:
         done = "all done" if run.start > epochs else f"resuming at epoch {run.start}"
-        tqdm.write(f"capsedu: checkpoint {checkpoint} holds {run.start - 1} finished epoch(s); {done}")
+        tqdm.write(f"capsedu: {checkpoint} holds {run.start - 1} epoch(s); {done}")
     if run.start > epochs:
         return run.history
     shown = {"loss": "-", "train_acc": "-", "test_acc": "-", "img/s": "-"}  # this epoch's so far; test: the last

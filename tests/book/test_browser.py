@@ -252,7 +252,6 @@ def test_the_static_line_limit_fits_a_code_cell(browser, server):
     assert LIMIT <= fits, f"{LIMIT} characters do not fit a {fits}-character code box"
 
 
-@pytest.mark.xfail(strict=False, reason="chapters not yet wrapped: remove once they are (issue 36)")
 @pytest.mark.parametrize("page", PAGES)
 def test_page_does_not_scroll_sideways(browser, server, page):
     m = _overflow(browser, f"{server}/{page}")

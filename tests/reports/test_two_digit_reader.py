@@ -43,11 +43,10 @@ def test_the_stored_runs_read_as_the_chapter_prints_them(stored):
     assert long.describe().splitlines()[2].startswith("  12 of 12 networks trained (12 epochs each, batch 16, 1,000 pairs")
     assert "3 of 3 seeds trained, iterations = 1" in control.describe()
     assert "<td>capsule-su-march</td><td>279,488</td><td>3</td><td>0.987 ± 0.001</td><td>0.928 ± 0.015</td>" in long.table()
-    assert long.ties() == "ties: none in any of the 36 (run, layout) pairs, so counting them as misses changes nothing"
+    assert long.ties() == "ties: none in the 36 (run, layout) pairs; counting ties as misses changes nothing"
     assert "<td>capsule-hinton</td><td>60-70% (from memory)</td><td>not reported</td>" in long.against_su()
     lines = long.seed_by_seed(heads=("pooling", "capsule-su"))
-    assert lines[0] == ("vertical    top-2, capsule-su       minus pooling: +0.65, +0.51, +0.52  "
-                        "(3 of 3 seeds favour the capsules)")
+    assert lines[0] == "vertical    top-2, capsule-su       - pooling: +0.65, +0.51, +0.52  (3/3 seeds > 0)"
     assert lines[-1].endswith("capsule-su-march vertical: share of top-2 hits whose second score is not above 0.5: 0.00")
     v = verdicts(long, control)
     assert v.heading == "verdicts from the stored run and the stored r = 1 control"

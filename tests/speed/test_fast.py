@@ -195,3 +195,11 @@ def test_fused_routing_under_a_dispatch_mode_runs_eagerly_without_giving_up_comp
             v = fused_routing(u_hat, 3)
     torch.testing.assert_close(v, dynamic_routing(u_hat, 3), atol=1e-6, rtol=1e-5)
     assert fast._compile_failed is False
+
+
+def test_the_profile_table_lists_the_slowest_operations_first():
+    a = torch.randn(64, 64)
+    heads, rows = bench.profile_table(lambda: (a @ a).relu().sum(), rows=2)
+    assert len(heads) == 4 and 0 < len(rows) <= 2 and all(len(r) == 4 for r in rows)
+    times = [float(r[1]) for r in rows]
+    assert times == sorted(times, reverse=True) and all(r[3] >= 1 for r in rows)

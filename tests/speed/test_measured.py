@@ -7,7 +7,8 @@ import torch
 
 from capsedu.core.capsnet import CapsNet
 from capsedu.data.transforms import shift_images
-from capsedu.figures.equivariance import equivariance_curves, transform_digits
+from capsedu.figures.equivariance import CNN_CURVES, equivariance_curves, transform_digits
+from capsedu.methods.baseline_cnn import BaselineCNN, BaselineConfig
 from capsedu.figures.routing_stats import routing_statistics
 
 
@@ -77,14 +78,30 @@ def test_equivariance_curves_at_zero_and_under_whole_pixel_shifts():
     with torch.no_grad():
         own = model(x)[1][torch.arange(len(x)), y].numpy()             # CapsNet's own lengths
     np.testing.assert_allclose(curves["length"][at_zero], own, rtol=1e-5)
-    for name in ("cosine", "pooled_ratio", "pooled_cosine", "map_cosine"):
+    for name in ("cosine", "map_cosine"):
         np.testing.assert_allclose(curves[name][at_zero], 1.0, atol=1e-5)
-    assert np.isnan(curves["drift"][at_zero]).all() and np.isnan(curves["pooled_drift"][at_zero]).all()
+    assert np.isnan(curves["drift"][at_zero]).all()
     np.testing.assert_allclose(curves["drift"][amounts.index(1)], 1.0, atol=1e-5)
-    # the ink stays inside conv1's view: global average pooling cannot see a shift; the maps can
-    np.testing.assert_allclose(curves["pooled_ratio"][[0, 2]], 1.0, atol=1e-5)
-    np.testing.assert_allclose(curves["pooled_cosine"][[0, 2]], 1.0, atol=1e-5)
+    # conv1 is equivariant to whole-pixel shifts: the same strokes light other units
     assert (curves["map_cosine"][[0, 2]] < 0.99).all()
+
+
+def test_a_trained_cnn_adds_its_last_hidden_layer_curves():
+    model, (x, y) = small_capsnet(), blobs()
+    torch.manual_seed(0)
+    cnn = BaselineCNN(BaselineConfig(channels=(4, 4), hidden=(8,), pool_after=(1, 2)))
+    with pytest.raises(ValueError, match="eval mode"):
+        equivariance_curves(model, x, y, "shift", [0, 1], cnn=cnn)       # dropout on: not a measurement
+    curves = equivariance_curves(model, x, y, "rotate", [0, 10], cnn=cnn.eval())
+    assert set(CNN_CURVES) <= set(curves) and curves["cnn_cosine"].shape == (2, len(x))
+    np.testing.assert_allclose(curves["cnn_ratio"][0], 1.0, atol=1e-5)
+    np.testing.assert_allclose(curves["cnn_cosine"][0], 1.0, atol=1e-5)
+    np.testing.assert_allclose(curves["cnn_drift"][1], 1.0, atol=1e-5)   # the reference step itself
+    with torch.no_grad():
+        still = transform_digits(x, "rotate", 0)
+        want = (cnn(still).argmax(dim=1) == y).float().numpy()
+    np.testing.assert_array_equal(curves["cnn_correct"][0], want)
+    assert not set(CNN_CURVES) & set(equivariance_curves(model, x, y, "rotate", [0, 10]))
 
 
 def test_equivariance_curves_need_a_positive_reference():
