@@ -11,6 +11,10 @@ round (the mean difference and its 95% interval, ``stats.paired_difference``).
 Fresh networks are timed, not the trained ones: the step's work depends on the shapes (capsules,
 iterations), not on the weights. The load average before and after is stored with the result.
 
+The networks do not route the same work (dynamic routing's has 64 input capsules, Efficient-CapsNet
+16), so "equal_work" also times the two routings on one random u_hat of each of those sizes, in
+interleaved rounds: chapter 10's verdict on the cost compares them there.
+
     python benchmarks/routing_cost.py [--rounds 20] [--repeats 3] [--batch 32] [--device cpu]
 """
 import argparse
@@ -25,7 +29,10 @@ from capsedu.core.params import count_parameters
 from capsedu.data.mnist import load_dataset
 from capsedu.experiments.compare_routing.run import METHODS, PRESETS, make_model, routing_cost
 from capsedu.runtime.device import resolve_device
+from capsedu.core.routing import dynamic_routing
+from capsedu.methods.attention import self_attention_routing
 from capsedu.runtime.results import provenance
+from capsedu.speed.bench import interleaved
 
 FIELDS = ("routing_fwd_ms", "routing_fwd_bwd_ms")
 
@@ -50,6 +57,29 @@ def measure(methods, batch, rounds, repeats, device, progress=True):
     return out
 
 
+def equal_work(x, batch, rounds, repeats, device):
+    """{"input_capsules": {method: N_in}, "ms": {str(N_in): {"dynamic": [ms, one per round],
+    "attention": [...]}}}: 3 iterations of dynamic routing and one self-attention step, forward +
+    backward, on the same u_hat (batch, N_in, 10, 16), at each network's own number of input
+    capsules; one CPU thread, as ``routing_cost``."""
+    with torch.no_grad():
+        sizes = {"dynamic": make_model("dynamic").features(x[:1]).flatten(2).shape[-1],
+                 "attention": make_model("attention").primary_capsules(x[:1]).shape[1]}
+    threads, out = torch.get_num_threads(), {}
+    if device.type == "cpu":
+        torch.set_num_threads(1)
+    try:
+        for n in sorted(set(sizes.values())):
+            u = torch.randn(batch, n, 10, 16, device=device, requires_grad=True)
+            steps = {"dynamic": lambda: dynamic_routing(u, 3).sum().backward(),
+                     "attention": lambda: self_attention_routing(u).sum().backward()}
+            times = interleaved(steps, rounds=rounds, calls=repeats, device=device)
+            out[str(n)] = {name: [1e3 * t for t in ts] for name, ts in times.items()}
+    finally:
+        torch.set_num_threads(threads)
+    return {"input_capsules": sizes, "ms": out}
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=20, help="interleaved rounds; chapter 10 pairs them")
@@ -64,6 +94,8 @@ def main(argv=None):
     load_before = os.getloadavg()
     t0 = time.perf_counter()
     methods = measure(list(a.methods), a.batch, a.rounds, a.repeats, device)
+    x = load_dataset("mnist", source="sample", device=device, verbose=False).x_test[:a.batch]
+    equal = equal_work(x, a.batch, a.rounds, a.repeats, device)
     result = {
         "benchmark": "routing_cost",
         **provenance("python benchmarks/routing_cost.py " + " ".join(argv if argv is not None else sys.argv[1:]),
@@ -73,6 +105,7 @@ def main(argv=None):
         "load_average_before_after": [load_before, os.getloadavg()],
         "seconds_total": round(time.perf_counter() - t0, 1),
         "methods": methods,
+        "equal_work": equal,
     }
     print(json.dumps(result, indent=2))
 

@@ -6,7 +6,7 @@ import textwrap
 from html import escape
 from typing import Sequence
 
-__all__ = ["render_table", "mean_std", "fold", "COLUMN"]
+__all__ = ["render_table", "noted_table", "mean_std", "fold", "COLUMN"]
 
 COLUMN = 88  # characters of the code font in the book's column (scripts/long_lines.py's limit)
 
@@ -20,6 +20,17 @@ def render_table(heads: Sequence[str], rows: Sequence[Sequence], html: bool = Fa
         return f"<table>\n<thead>{line(heads, 'th')}</thead>\n<tbody>\n{body}\n</tbody>\n</table>"
     lines = ["| " + " | ".join(map(str, heads)) + " |", "|" + "---|" * len(heads)]
     return "\n".join(lines + ["| " + " | ".join(map(str, r)) + " |" for r in rows])
+
+
+def noted_table(heads: Sequence[str], rows: Sequence[Sequence]) -> str:
+    """HTML: a table whose last column (the long words: why a verdict is what it is) is printed
+    under it as numbered notes, each row's last remaining cell marked with its note's number, so
+    that a table of many columns still fits the page."""
+    body = [[*r[:-2], f"{r[-2]} [{i}]" if r[-1] else r[-2]] for i, r in enumerate(rows, 1)]
+    notes = "".join(f'<li value="{i}"><small>{escape(str(r[-1]))}</small></li>'
+                    for i, r in enumerate(rows, 1) if r[-1])
+    return render_table(heads[:-1], body, html=True) + (
+        f"<p><small>{escape(heads[-1].capitalize())}:</small></p><ol>{notes}</ol>" if notes else "")
 
 
 def mean_std(mean: float, std, digits: int = 3) -> str:

@@ -18,7 +18,7 @@ import numpy as np
 
 from capsedu.experiments import ablation, robustness
 from capsedu.experiments.shared.runs import stored_or_preview
-from capsedu.figures.tables import mean_std, render_table
+from capsedu.figures.tables import mean_std, noted_table, render_table
 from capsedu.reports.stats import detectable_difference
 from capsedu.reports.verdicts import (CANNOT_TELL, adjust, detectable_text, holm_text, interval_text, rows_for,
                                       table_note, verdict_text)
@@ -277,7 +277,8 @@ def _why(row: Dict, missing: str, extra: str = "") -> str:
         return missing
     if c["pooled"]:
         m = c["pooled"]
-        extra = (f"McNemar, {m['seeds']} seeds pooled: {m['only_a']} digits only {row['a']} gets right, "
+        digits = "digit" if m["only_a"] == 1 else "digits"
+        extra = (f"McNemar, {m['seeds']} seeds pooled: {m['only_a']} {digits} only {row['a']} gets right, "
                  f"{m['only_b']} only {row['b']}" + extra)
     return ("one seed: no interval" + extra) if c["low"] is None else extra.removeprefix("; ")
 
@@ -336,7 +337,7 @@ def verdict_table(rob: Robustness, abl, mm) -> Verdicts:
     for name, row in (("route", a[ROUTE]), ("recon", a[RECON]), ("ce", v["rob_ce"]), ("loss", v["rob_loss"])):
         values[name] = row["comparison"]["mean"] if row["comparison"] else float("nan")
         values[f"{name}_ci"] = _ci(row["comparison"], "not stored yet")
-    table = render_table(["claim", "whose", "difference", "test set", "ours: mean [95% interval], p; McNemar",
-                          "Holm p", "detectable (paired)", "verdict", "why"], rows, html=True) + table_note(
+    table = noted_table(["claim", "whose", "difference", "test set", "ours: mean [95% interval], p; McNemar",
+                         "Holm p", "detectable (paired)", "verdict", "why"], rows) + table_note(
         judged, "CapsNet against the paper's CNN; routing with reconstruction")
     return Verdicts(table, verdicts, values)

@@ -18,7 +18,7 @@ import torch
 from capsedu.data.mnist import load_dataset
 from capsedu.data.transforms import AFFINE_RANGES, random_affine
 from capsedu.experiments.shared.runs import stored_or_preview
-from capsedu.figures.tables import mean_std, render_table
+from capsedu.figures.tables import mean_std, noted_table, render_table
 from capsedu.reports.stats import detectable_difference, paired_difference
 from capsedu.reports.verdicts import (CANNOT_TELL, FAILS, HOLDS, adjust, allows, holm_text, interval_text, judge,
                                       rows_for, table_note)
@@ -38,8 +38,7 @@ CLAIMS = [  # a minus b, claimed to be positive
          a="dynamic", b="none", field="affine", misses="affine"),
     dict(key="att_test", claim="Self-attention matches or beats dynamic routing on test digits",
          whose="Mazzia et al. 2021", a="attention", b="dynamic", field="test", misses="test"),
-    dict(key="att_cost", claim="... at a fraction of the routing cost (networks of 64 and 16 input capsules; "
-         "dynamic − attention, ms)",
+    dict(key="att_cost", claim="... at a fraction of the routing cost (dynamic − attention, ms)",
          whose="Mazzia et al. 2021", a="dynamic", b="attention", field="routing_fwd_bwd_ms"),
     dict(key="spread_test", claim="EM routing on equal terms (em-spread) matches or beats dynamic routing",
          whose="Hinton et al. 2018", a="em-spread", b="dynamic", field="test", misses="test"),
@@ -154,6 +153,17 @@ class RoutingReport:
     def cost_of(self, name: str) -> float:
         return float(np.median(self.cost_values(name)))
 
+    @property
+    def equal_work(self) -> Optional[Dict]:
+        """The benchmark's rounds of both routings on one u_hat: {"input_capsules": {method: N_in},
+        "ms": {str(N_in): {"dynamic": [...], "attention": [...]}}}; None in an older benchmark."""
+        return (self.benchmark or {}).get("equal_work")
+
+    def equal_ratios(self) -> Dict[int, float]:
+        """N_in -> median dynamic / median attention on the same u_hat ({} without those rounds)."""
+        ms = (self.equal_work or {}).get("ms", {})
+        return {int(n): float(np.median(t["dynamic"]) / np.median(t["attention"])) for n, t in ms.items()}
+
     def stored_text(self) -> str:
         """The stored run's provenance, or the line saying why the preview stands in."""
         if self.stored is None:
@@ -209,9 +219,16 @@ class RoutingReport:
         if self.benchmark is None:
             return ""
         spread = lambda v: f"{np.median(v):.2f} ({min(v):.2f} to {max(v):.2f})"  # noqa: E731
-        return render_table(["method", "params", "routing fwd ms: median (range over rounds)", "fwd + bwd ms"],
+        html = render_table(["method", "params", "routing fwd ms: median (range over rounds)", "fwd + bwd ms"],
                             [[n, f"{m['params']:,}", spread(m["routing_fwd_ms"]), spread(m["routing_fwd_bwd_ms"])]
                              for n, m in self.benchmark["methods"].items()], html=True)
+        if self.equal_work:
+            ratios, ms = self.equal_ratios(), self.equal_work["ms"]
+            html += "<p>Equal work: both routings on the same u_hat, forward + backward</p>" + render_table(
+                ["input capsules", "dynamic (3 iterations) ms", "self-attention ms", "ratio of medians"],
+                [[n, spread(ms[str(n)]["dynamic"]), spread(ms[str(n)]["attention"]), f"{r:.1f}"]
+                 for n, r in sorted(ratios.items())], html=True)
+        return html
 
     def ties_html(self) -> str:
         """Per method, how often test and affine accuracy tie exactly (final, and over the last 8 epochs)."""
@@ -242,8 +259,12 @@ class RoutingReport:
                 measured, why = "not in this copy", "one of the two methods has no run"
             else:
                 if v.key == "att_cost" and self.benchmark:
-                    measured = (f"{c['mean']:+.2f} ms [{c['low']:+.2f}, {c['high']:+.2f}], p = {c['p']:.2g} "
-                                f"({c['n']} paired rounds of the benchmark)")
+                    eq = self.equal_work
+                    what = (f"both on one u_hat of {eq['input_capsules']['attention']} input capsules" if eq
+                            else "the two networks")
+                    p = "p < 0.001" if c["p"] < 0.001 else f"p = {c['p']:.3f}"
+                    measured = (f"{c['mean']:+.2f} ms [{c['low']:+.2f}, {c['high']:+.2f}], {p} "
+                                f"({c['n']} paired rounds of the benchmark, {what})")
                 else:
                     measured = interval_text(c, digits=2 if v.key == "att_cost" else 3)
                 why = WHY[v.verdict] if c["low"] is not None else "one seed: no interval yet"
@@ -258,8 +279,8 @@ class RoutingReport:
         rows.insert(4, ["EM routing, small network (em)", "Hinton et al. 2018", "-", "no verdict: out of the ranking",
                         "-", "-", f"{self.params['dynamic'] / self.params['em']:.0f}× fewer parameters, margin loss with an "
                         f"activation cap of {cap_em:.3f}, {em_state}"])
-        return render_table(["claim", "whose", "difference", "ours: mean [95% interval], p", "Holm p", "verdict",
-                             "why"], rows, html=True) + table_note([v.row for v in self.verdicts.values()],
+        return noted_table(["claim", "whose", "difference", "ours: mean [95% interval], p", "Holm p", "verdict",
+                            "why"], rows) + table_note([v.row for v in self.verdicts.values()],
                                                                    "on test digits: dynamic routing against uniform "
                                                                    "coupling, self-attention and EM on equal terms "
                                                                    "against dynamic routing")
@@ -271,7 +292,12 @@ class RoutingReport:
             return {"ch10_detectable": self.detectable, "ch10_n_test": self.n_test, "ch10_n_train": self.n_train,
                     "ch10_epochs": self.epochs, "ch10_shift_px": self.shift_px, "ch10_budget_source": self.source}
         if part == "cost":
-            return {"ch10_cost_source": self.cost_source}
+            ratios, eq = self.equal_ratios(), self.equal_work or {}
+            n_in = eq.get("input_capsules", {})
+            return {"ch10_cost_source": self.cost_source, "ch10_n_in_dyn": n_in.get("dynamic", 0),
+                    "ch10_n_in_att": n_in.get("attention", 0),
+                    "ch10_equal_low": min(ratios.values(), default=float("nan")),
+                    "ch10_equal_high": max(ratios.values(), default=float("nan"))}
         if part == "ties":
             att = self._runs("attention")
             return {"ch10_att_final_ties": sum(r["test"] == r["affine"] for r in att), "ch10_att_seeds": len(att)}
@@ -335,8 +361,11 @@ def routing_report(preview: Dict, data) -> RoutingReport:
                     n_test, key="method", correct=False)
     for row in rows:
         if row["key"] == "att_cost" and rep.benchmark:  # the benchmark's paired rounds, not the loaded timings
-            row.update(comparison=(c := paired_difference(rep.cost_values("dynamic"), rep.cost_values("attention"))),
-                       verdict=judge(c))
+            eq = rep.equal_work       # equal work where timed: both routings on one u_hat, attention's size
+            t = eq["ms"][str(eq["input_capsules"]["attention"])] if eq else None
+            c = (paired_difference(t["dynamic"], t["attention"]) if t else
+                 paired_difference(rep.cost_values("dynamic"), rep.cost_values("attention")))
+            row.update(comparison=c, verdict=judge(c))
         if row["key"].startswith("spread") and not rep.has_spread:
             row["verdict"] = "pending"
     for row in adjust(rows):

@@ -50,9 +50,14 @@ def test_the_stored_run_gives_the_chapters_numbers(data, stand_in):
         "spread_test": FAILS, "spread_affine": CANNOT_TELL}        # the affine row: Holm-adjusted p 0.052
     assert rep.verdicts["spread_affine"].row["p_holm"] == pytest.approx(0.0516, abs=1e-4)
     glued = rep.glue_values("verdicts")
-    assert glued["ch10_att_cost"] == pytest.approx(4.18558, abs=1e-4)            # benchmark rounds, paired
+    # the benchmark's paired rounds of both routings on one u_hat of attention's 16 input capsules
+    assert glued["ch10_att_cost"] == pytest.approx(1.49388, abs=1e-4)
+    assert rep.equal_ratios() == pytest.approx({16: 2.37887, 64: 1.57926}, abs=1e-4)
+    cost = rep.glue_values("cost")
+    assert (cost["ch10_n_in_dyn"], cost["ch10_n_in_att"]) == (64, 16)
+    assert "both on one u_hat of 16 input capsules" in rep.verdicts_html(cap_em=0.342)
     assert glued["ch10_routing_test_ci"] == "-0.012 to +0.001"
-    assert glued["em_cost_ratio"] == pytest.approx(205.083, abs=1e-2)
+    assert glued["em_cost_ratio"] == pytest.approx(249.533, abs=1e-2)
     assert glued["ch10_spread_state"] == "was still rising at the end (+0.007 over its last three epochs)"
     assert "activation cap of 0.342, still rising at the end" in rep.verdicts_html(cap_em=0.342)
     assert "<td>attention</td><td>1 of 3</td><td>3 of 24</td>" in rep.ties_html()

@@ -29,6 +29,11 @@ def test_every_method_has_one_timing_per_round(capsys):
     assert out["methods"]["dynamic"]["params"] == out["methods"]["none"]["params"]
     for key in ("command", "date", "hardware", "torch", "load_average_before_after"):
         assert key in out
+    # equal work: both routings on one u_hat at each network's own number of input capsules
+    eq = out["equal_work"]
+    assert set(map(int, eq["ms"])) == set(eq["input_capsules"].values()) == {64, 16}
+    for t in eq["ms"].values():
+        assert {len(t["dynamic"]), len(t["attention"])} == {2} and min(t["dynamic"] + t["attention"]) > 0
 
 
 def test_one_round_is_refused():
