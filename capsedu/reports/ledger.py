@@ -19,6 +19,7 @@ from capsedu.experiments.shared.runs import stored_or_preview
 from capsedu.figures.tables import render_table
 from capsedu.reports import paper, two_digits
 from capsedu.reports.paper_exp23 import ablation_report, multimnist_report
+from capsedu.reports import routing_cost
 from capsedu.reports.routing import routing_report
 from capsedu.reports.stats import paired_difference
 from capsedu.reports.tutorial import tutorial_report
@@ -168,11 +169,9 @@ def _chapter10(sample) -> Dict[str, Dict]:
     out = {key: {**v.row, "verdict": v.verdict, "budget": budget} for key, v in rep.verdicts.items()}
     c = out["att_cost"]["comparison"]
     if rep.benchmark and c:           # the cost comes from the benchmark's paired rounds, not from training
-        eq = rep.equal_work
         out["att_cost"].update(ours=f"{c['mean']:+.2f} ms [{c['low']:+.2f}, {c['high']:+.2f}] (dynamic − attention)",
-                               budget=f"{c['n']} paired rounds of the routing-cost benchmark" + (
-                                   f", both on one u_hat of {eq['input_capsules']['attention']} input capsules"
-                                   if eq else ", the two networks"))
+                               budget=f"{c['n']} paired rounds of the routing-cost benchmark, "
+                                      + routing_cost.compared(rep.benchmark))
     return out
 
 

@@ -8,7 +8,6 @@ and the numbers its prose and its hidden checks use, so no chapter cell reads a 
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Dict, List, Optional
 
@@ -19,10 +18,10 @@ from capsedu.data.mnist import load_dataset
 from capsedu.data.transforms import AFFINE_RANGES, random_affine
 from capsedu.experiments.shared.runs import stored_or_preview
 from capsedu.figures.tables import mean_std, noted_table, render_table
-from capsedu.reports.stats import detectable_difference, paired_difference
+from capsedu.reports import routing_cost
+from capsedu.reports.stats import detectable_difference
 from capsedu.reports.verdicts import (CANNOT_TELL, FAILS, HOLDS, adjust, allows, holm_text, interval_text, judge,
                                       rows_for, table_note)
-from capsedu.runtime import results
 
 __all__ = ["ORIGINAL", "CLAIMS", "Verdict", "RoutingReport", "preview_text", "runs_table", "routing_report"]
 
@@ -153,16 +152,8 @@ class RoutingReport:
     def cost_of(self, name: str) -> float:
         return float(np.median(self.cost_values(name)))
 
-    @property
-    def equal_work(self) -> Optional[Dict]:
-        """The benchmark's rounds of both routings on one u_hat: {"input_capsules": {method: N_in},
-        "ms": {str(N_in): {"dynamic": [...], "attention": [...]}}}; None in an older benchmark."""
-        return (self.benchmark or {}).get("equal_work")
-
     def equal_ratios(self) -> Dict[int, float]:
-        """N_in -> median dynamic / median attention on the same u_hat ({} without those rounds)."""
-        ms = (self.equal_work or {}).get("ms", {})
-        return {int(n): float(np.median(t["dynamic"]) / np.median(t["attention"])) for n, t in ms.items()}
+        return routing_cost.equal_ratios(self.benchmark)
 
     def stored_text(self) -> str:
         """The stored run's provenance, or the line saying why the preview stands in."""
@@ -206,29 +197,13 @@ class RoutingReport:
 
     def cost_text(self) -> str:
         """The benchmark's provenance, or the line saying the stored run's timings stand in."""
-        c = self.benchmark
-        if c is None:
+        if self.benchmark is None:
             return f"no routing-cost benchmark stored; the cost below is {self.cost_source}"
-        (before, *_), (after, *_) = c["load_average_before_after"]
-        return (f"benchmark: {c['command']}\n  {c['date']}, {c['hardware']}, torch {c['torch']}; batch "
-                f"{c['batch']}, {c['rounds']} rounds, timed on {c['threads_timed']} thread; "
-                f"load average (1 min) {before:.2f} before, {after:.2f} after; {c['seconds_total']:.0f} s")
+        return routing_cost.provenance_text(self.benchmark)
 
     def cost_html(self) -> str:
         """Per method the median and range over the benchmark's rounds ("" without a benchmark)."""
-        if self.benchmark is None:
-            return ""
-        spread = lambda v: f"{np.median(v):.2f} ({min(v):.2f} to {max(v):.2f})"  # noqa: E731
-        html = render_table(["method", "params", "routing fwd ms: median (range over rounds)", "fwd + bwd ms"],
-                            [[n, f"{m['params']:,}", spread(m["routing_fwd_ms"]), spread(m["routing_fwd_bwd_ms"])]
-                             for n, m in self.benchmark["methods"].items()], html=True)
-        if self.equal_work:
-            ratios, ms = self.equal_ratios(), self.equal_work["ms"]
-            html += "<p>Equal work: both routings on the same u_hat, forward + backward</p>" + render_table(
-                ["input capsules", "dynamic (3 iterations) ms", "self-attention ms", "ratio of medians"],
-                [[n, spread(ms[str(n)]["dynamic"]), spread(ms[str(n)]["attention"]), f"{r:.1f}"]
-                 for n, r in sorted(ratios.items())], html=True)
-        return html
+        return routing_cost.table_html(self.benchmark) if self.benchmark else ""
 
     def ties_html(self) -> str:
         """Per method, how often test and affine accuracy tie exactly (final, and over the last 8 epochs)."""
@@ -259,9 +234,7 @@ class RoutingReport:
                 measured, why = "not in this copy", "one of the two methods has no run"
             else:
                 if v.key == "att_cost" and self.benchmark:
-                    eq = self.equal_work
-                    what = (f"both on one u_hat of {eq['input_capsules']['attention']} input capsules" if eq
-                            else "the two networks")
+                    what = routing_cost.compared(self.benchmark)
                     p = "p < 0.001" if c["p"] < 0.001 else f"p = {c['p']:.3f}"
                     measured = (f"{c['mean']:+.2f} ms [{c['low']:+.2f}, {c['high']:+.2f}], {p} "
                                 f"({c['n']} paired rounds of the benchmark, {what})")
@@ -292,8 +265,8 @@ class RoutingReport:
             return {"ch10_detectable": self.detectable, "ch10_n_test": self.n_test, "ch10_n_train": self.n_train,
                     "ch10_epochs": self.epochs, "ch10_shift_px": self.shift_px, "ch10_budget_source": self.source}
         if part == "cost":
-            ratios, eq = self.equal_ratios(), self.equal_work or {}
-            n_in = eq.get("input_capsules", {})
+            ratios = self.equal_ratios()
+            n_in = ((self.benchmark or {}).get("equal_work") or {}).get("input_capsules", {})
             return {"ch10_cost_source": self.cost_source, "ch10_n_in_dyn": n_in.get("dynamic", 0),
                     "ch10_n_in_att": n_in.get("attention", 0),
                     "ch10_equal_low": min(ratios.values(), default=float("nan")),
@@ -332,11 +305,6 @@ def _still_rising(runs: List[Dict]) -> Optional[float]:
     return float(np.mean(gains)) if gains else None
 
 
-def _newest_benchmark() -> Optional[Dict]:
-    files = [json.loads(p.read_text()) | {"file": p.name} for p in results.benchmarks_dir().glob("routing_cost-*.json")]
-    return max(files, key=lambda r: r["date"]) if files else None
-
-
 def routing_report(preview: Dict, data) -> RoutingReport:
     """Read the stored comparison (the preview stands in when it is unreadable or lacks an original method)
     and the newest cost benchmark; ``data``: the dataset the preview used (reused when the sources match)."""
@@ -350,7 +318,7 @@ def routing_report(preview: Dict, data) -> RoutingReport:
     _, affine = random_affine(data.x_test[:n_test].cpu(), float(s["affine_strength"]), 28,
                               torch.Generator().manual_seed(s["test_seed"]), return_params=True)
     rep = RoutingReport(
-        preview=preview, stored=stored, note=note, missing=missing, final=final, benchmark=_newest_benchmark(),
+        preview=preview, stored=stored, note=note, missing=missing, final=final, benchmark=routing_cost.newest(),
         source="the stored run" if final is stored else "the live preview (not the stored run)",
         params={n: r["params"] for n, r in by.items()},
         rising={n: _still_rising([r for r in final["runs"] if r["method"] == n]) for n in by},
@@ -361,11 +329,7 @@ def routing_report(preview: Dict, data) -> RoutingReport:
                     n_test, key="method", correct=False)
     for row in rows:
         if row["key"] == "att_cost" and rep.benchmark:  # the benchmark's paired rounds, not the loaded timings
-            eq = rep.equal_work       # equal work where timed: both routings on one u_hat, attention's size
-            t = eq["ms"][str(eq["input_capsules"]["attention"])] if eq else None
-            c = (paired_difference(t["dynamic"], t["attention"]) if t else
-                 paired_difference(rep.cost_values("dynamic"), rep.cost_values("attention")))
-            row.update(comparison=c, verdict=judge(c))
+            row.update(comparison=(c := routing_cost.cost_comparison(rep.benchmark)), verdict=judge(c))
         if row["key"].startswith("spread") and not rep.has_spread:
             row["verdict"] = "pending"
     for row in adjust(rows):
