@@ -8,6 +8,8 @@
    - mnistLike(): a drawing -> 28 x 28 as MNIST's digits are made: the digit scaled into a
      20 x 20 box, then placed so that its centre of mass is the image's centre.
    - The panel: 16 sliders over a capsule, and a canvas to draw on.
+   - Explorer(): routing at work on the digit just drawn: the primary capsules, one class's votes
+     on their 2 principal axes with dots sized by c_ij at each iteration, one capsule's c_i.
    Shapes in comments: C channels, O outputs, K kernel, i input capsule, j output capsule. */
 (function () {
   "use strict";
