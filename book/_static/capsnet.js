@@ -8,6 +8,8 @@
    - mnistLike(): a drawing -> 28 x 28 as MNIST's digits are made: the digit scaled into a
      20 x 20 box, then placed so that its centre of mass is the image's centre.
    - The panel: 16 sliders over a capsule, and a canvas to draw on.
+   - Explorer(): routing at work on the digit just drawn: the primary capsules, one class's votes
+     on their 2 principal axes with dots sized by c_ij at each iteration, one capsule's c_i.
    Shapes in comments: C channels, O outputs, K kernel, i input capsule, j output capsule. */
 (function () {
   "use strict";
@@ -130,7 +132,8 @@
     return Math.sqrt(n2 + 1e-8);                                              // safe_norm's eps
   }
 
-  // image (784) in [0, 1] -> {capsules (J*D), lengths (J), coupling (N*J, last iteration), label}
+  // image (784) in [0, 1] -> {capsules (J*D), lengths (J), coupling (N*J, last iteration), label,
+  // and what routing worked on: primary capsules, votes, each iteration's c and v}
   function capsnet(enc, image) {
     var t = enc.tensors, cfg = enc.config, side = cfg.image_size;
     var f = conv2d(image, 1, side[0], side[1], t["conv1.weight"], t["conv1.bias"], 1, true);
@@ -160,6 +163,7 @@
     // Dynamic routing: b_ij = 0; c_i = softmax_j(b_i); s_j = sum_i c_ij u_hat; v_j = squash(s_j);
     // b_ij += <u_hat_j|i, v_j> (Hinton) or b_ij = <u_hat_j|i, v_j> (Su).
     var b = new Float32Array(N * J), c = new Float32Array(N * J), v = new Float32Array(J * D);
+    var couplings = [], routed = [];                    // every iteration's c and v: the explorer's
     for (var r = 0; r < cfg.iterations; r++) {
       for (i = 0; i < N; i++) {                                               // softmax over j
         var max = -Infinity, total = 0;
@@ -167,6 +171,7 @@
         for (j = 0; j < J; j++) { c[i * J + j] = Math.exp(b[i * J + j] - max); total += c[i * J + j]; }
         for (j = 0; j < J; j++) { c[i * J + j] /= total; }
       }
+      couplings.push(c.slice());
       v.fill(0);
       for (j = 0; j < J; j++) {
         for (i = 0; i < N; i++) {
@@ -175,6 +180,7 @@
         }
         squash(v, j * D, D, cfg.squash_k);
       }
+      routed.push(v.slice());
       if (r === cfg.iterations - 1) { break; }                                // the last update is unused
       for (j = 0; j < J; j++) {
         for (i = 0; i < N; i++) {
@@ -189,7 +195,9 @@
       lengths.push(norm(v, j * D, D));
       if (lengths[j] > lengths[label]) { label = j; }
     }
-    return {capsules: v, lengths: lengths, coupling: c, label: label, types: T, cells: G};
+    // primary (N, E), votes (J, N, D), couplings[r] (N, J), routed[r] (J, D): for the explorer
+    return {capsules: v, lengths: lengths, coupling: c, label: label, types: T, cells: G,
+            primary: u, votes: uhat, couplings: couplings, routed: routed};
   }
 
   // ------------------------------------------------------------------ MNIST-like input
@@ -255,6 +263,202 @@
   }
 
   function mb(bytes) { return (bytes / 1e6).toFixed(1) + " MB"; }
+
+  // ------------------------------------------------------------------ the vote explorer
+  // The two directions along which the N votes x (N, D) spread most: the top 2 eigenvectors of
+  // their D x D covariance, by power iteration, the second after deflating the first.
+  function principalAxes(x, N, D) {
+    var mean = new Float64Array(D), C = new Float64Array(D * D), axes = [], i, a, b, k, it;
+    for (i = 0; i < N; i++) { for (a = 0; a < D; a++) { mean[a] += x[i * D + a] / N; } }
+    for (i = 0; i < N; i++) {
+      for (a = 0; a < D; a++) {
+        var da = x[i * D + a] - mean[a];
+        for (b = 0; b < D; b++) { C[a * D + b] += da * (x[i * D + b] - mean[b]) / N; }
+      }
+    }
+    for (k = 0; k < 2; k++) {
+      var e = new Float64Array(D), y = new Float64Array(D);
+      for (a = 0; a < D; a++) { e[a] = 1 + a / D; }                          // any start not orthogonal
+      for (it = 0; it < 300; it++) {
+        var n2 = 0;
+        for (a = 0; a < D; a++) { y[a] = 0; for (b = 0; b < D; b++) { y[a] += C[a * D + b] * e[b]; } }
+        if (k === 1) {                                  // keep it orthogonal to the first, against rounding
+          var dot = 0;
+          for (a = 0; a < D; a++) { dot += y[a] * axes[0][a]; }
+          for (a = 0; a < D; a++) { y[a] -= dot * axes[0][a]; }
+        }
+        for (a = 0; a < D; a++) { n2 += y[a] * y[a]; }
+        if (n2 === 0) { break; }
+        for (a = 0; a < D; a++) { e[a] = y[a] / Math.sqrt(n2); }
+      }
+      var lambda = 0;
+      for (a = 0; a < D; a++) { for (b = 0; b < D; b++) { lambda += e[a] * C[a * D + b] * e[b]; } }
+      for (a = 0; a < D; a++) { for (b = 0; b < D; b++) { C[a * D + b] -= lambda * e[a] * e[b]; } }
+      axes.push(e);
+    }
+    return {mean: mean, axes: axes};
+  }
+
+  function big(n) { return n.toLocaleString("en"); }   // 1152 -> "1,152"
+
+  function angle(x, at, v, vat, D) {                    // degrees between x[at..] and v[vat..]
+    var dot = 0;
+    for (var d = 0; d < D; d++) { dot += x[at + d] * v[vat + d]; }
+    return Math.acos(Math.max(-1, Math.min(1, dot / (norm(x, at, D) * norm(v, vat, D))))) * 180 / Math.PI;
+  }
+
+  // Routing at work on the digit just read (res: capsnet()'s result): the primary capsules, one
+  // to select; one class's votes with dots sized by c_ij at one iteration; the selected
+  // capsule's c_i and vote lengths. Returns its state (which the browser test reads).
+  function Explorer(box, res) {
+    var J = res.lengths.length, D = res.capsules.length / J, T = res.types, G = res.cells, N = T * G;
+    var E = res.primary.length / N, R = res.couplings.length, side = Math.round(Math.sqrt(G));
+    var PER_ROW = 8, CELL = 6, PITCH = side * CELL + 4, TOP = 20, i, j;
+    var lengths = new Float32Array(N), view = {j: res.label, r: R, i: 0, lengths: lengths, radii: null};
+    var shortest = Infinity;
+    for (i = 0; i < N; i++) {                           // start on the longest primary capsule
+      lengths[i] = norm(res.primary, i * E, E);
+      if (lengths[i] > lengths[view.i]) { view.i = i; }
+      shortest = Math.min(shortest, lengths[i]);
+    }
+    var longest = lengths[view.i], span = Math.max(longest - shortest, 1e-6);
+    box.textContent = "";
+    el("strong", {}, box, "Routing at work on this digit");
+    el("p", {"class": "ci-x-note"}, box, "Left: the " + big(N) + " primary capsules, one " + side + " \u00d7 " + side +
+       " tile per type (" + T + " types), darker when longer (white: " +
+       shortest.toFixed(2) + ", this digit's shortest; black: " + longest.toFixed(2) + "); click one to select it. Below: each dot is one " +
+       "primary capsule's vote \u00fb_j|i for class j, seen along the two directions in which this digit's " + big(N) +
+       " votes for j spread most (they do not change between iterations; only c and v do). A dot's radius is " +
+       "proportional to c_ij; the red cross is v_j after the iteration (grey: earlier ones), the line runs " +
+       "from 0 to it, and the ringed dot is the selected capsule's vote.");
+    var top = el("div", {"class": "ci-row"}, box);
+    var grid = el("canvas", {"class": "ci-x-grid", width: PER_ROW * PITCH - 4, height: Math.ceil(T / PER_ROW) * PITCH - 4,
+                             title: "the primary capsules: click one"}, top);
+    var controls = el("div", {}, top);
+    var pick = el("select", {"class": "ci-x-class", "aria-label": "class j"}, el("label", {}, el("div", {}, controls), "class j "));
+    for (j = 0; j < J; j++) { el("option", {value: String(j)}, pick, j + (j === res.label ? " (predicted)" : "")); }
+    pick.value = String(view.j);
+    var stepLabel = el("label", {}, el("div", {}, controls), "iteration ");
+    var step = el("input", {"class": "ci-x-iter", type: "range", min: 1, max: R, step: 1, value: R,
+                            "aria-label": "routing iteration"}, stepLabel);
+    var stepOut = el("output", {}, stepLabel);
+    var who = el("p", {"class": "ci-x-who"}, controls);
+    var below = el("div", {"class": "ci-row"}, box);
+    var scatter = el("canvas", {"class": "ci-x-scatter", width: 360, height: 360}, below);
+    var sideBox = el("div", {"class": "ci-x-side"}, below);
+    el("small", {}, sideBox, "The selected capsule's c_ij (dashed: 1/" + J + ", an even split); under each bar: j, " +
+       "c_ij and the length of the vote |\u00fb_j|i|.");
+    var bars = el("div", {"class": "ci-x-bars"}, sideBox), ref = el("div", {"class": "ci-x-ref"}, bars), cols = [];
+    for (j = 0; j < J; j++) { cols.push(el("span", {"class": "ci-x-bar"}, bars)); }
+    var names = el("div", {"class": "ci-x-cols"}, sideBox), cs = el("div", {"class": "ci-x-cols ci-x-c"}, sideBox);
+    var votes = el("div", {"class": "ci-x-cols"}, sideBox);
+    for (j = 0; j < J; j++) { el("span", {}, names, String(j)); el("span", {}, cs); el("span", {}, votes); }
+    var caption = el("p", {"class": "ci-x-caption"}, sideBox);
+    var pca = null, pts = null, marks = null, cmax = 0;         // marks: v_j after each iteration, then 0
+
+    function project(x, at) {                          // a 16-D vector -> its 2 coordinates (y down)
+      var p = [0, 0];
+      for (var k = 0; k < 2; k++) {
+        for (var d = 0; d < D; d++) { p[k] += (x[at + d] - pca.mean[d]) * pca.axes[k][d]; }
+      }
+      return [p[0], -p[1]];
+    }
+    function chooseClass() {                           // the projection and scale, fixed across iterations
+      var x = res.votes.subarray(view.j * N * D, (view.j + 1) * N * D), r, k, d;
+      pca = principalAxes(x, N, D);
+      var last = res.routed[R - 1], s = [0, 0];        // axes signed so that the last v_j lies up and right
+      for (k = 0; k < 2; k++) { for (d = 0; d < D; d++) { s[k] += (last[view.j * D + d] - pca.mean[d]) * pca.axes[k][d]; } }
+      for (k = 0; k < 2; k++) { if (s[k] < 0) { for (d = 0; d < D; d++) { pca.axes[k][d] *= -1; } } }
+      var raw = [], lo = [Infinity, Infinity], hi = [-Infinity, -Infinity];
+      for (i = 0; i < N; i++) { raw.push(project(x, i * D)); }
+      marks = res.routed.map(function (v) { return project(v, view.j * D); });
+      marks.push(project(new Float32Array(D), 0));    // the origin, last
+      raw.concat(marks).forEach(function (p) {
+        for (k = 0; k < 2; k++) { lo[k] = Math.min(lo[k], p[k]); hi[k] = Math.max(hi[k], p[k]); }
+      });
+      // One scale for both axes, so that angles and distances look as they are; the box fills 330 px.
+      var fit = 330 / Math.max(hi[0] - lo[0], hi[1] - lo[1], 1e-6);
+      function place(p) { return [180 + fit * (p[0] - (lo[0] + hi[0]) / 2), 180 + fit * (p[1] - (lo[1] + hi[1]) / 2)]; }
+      pts = raw.map(place);
+      marks = marks.map(place);
+      cmax = 0;
+      for (r = 0; r < R; r++) { for (i = 0; i < N; i++) { cmax = Math.max(cmax, res.couplings[r][i * J + view.j]); } }
+    }
+    function drawGrid() {
+      var ctx = grid.getContext("2d");
+      ctx.fillStyle = "#fff"; ctx.fillRect(0, 0, grid.width, grid.height);
+      for (i = 0; i < N; i++) {
+        var t = Math.floor(i / G), cell = i % G, x = (t % PER_ROW) * PITCH + (cell % side) * CELL;
+        var y = Math.floor(t / PER_ROW) * PITCH + Math.floor(cell / side) * CELL, g = Math.round(255 * (longest - lengths[i]) / span);
+        ctx.fillStyle = "rgb(" + g + "," + g + "," + g + ")";
+        ctx.fillRect(x, y, CELL, CELL);
+        if (i === view.i) { ctx.strokeStyle = "#e22"; ctx.lineWidth = 2; ctx.strokeRect(x + 1, y + 1, CELL - 2, CELL - 2); }
+      }
+    }
+    function draw() {
+      var c = res.couplings[view.r - 1], v = res.routed[view.r - 1], ctx = scatter.getContext("2d"), k;
+      stepOut.textContent = "\u00a0" + view.r + " of " + R;
+      view.radii = new Float32Array(N);
+      ctx.fillStyle = "#fff"; ctx.fillRect(0, 0, 360, 360);
+      ctx.fillStyle = "rgba(40, 80, 170, 0.3)";
+      for (i = 0; i < N; i++) {
+        view.radii[i] = Math.max(0.5, 7 * c[i * J + view.j] / cmax);       // the largest c of any iteration: 7 px
+        ctx.beginPath(); ctx.arc(pts[i][0], pts[i][1], view.radii[i], 0, 2 * Math.PI); ctx.fill();
+      }
+      var o = marks[R], at = marks[view.r - 1];
+      ctx.strokeStyle = "#e22"; ctx.lineWidth = 1;
+      ctx.beginPath(); ctx.moveTo(o[0], o[1]); ctx.lineTo(at[0], at[1]); ctx.stroke();
+      ctx.fillStyle = "#000"; ctx.fillRect(o[0] - 2, o[1] - 2, 4, 4); ctx.fillText("0", o[0] + 4, o[1] - 4);
+      for (k = 0; k < view.r; k++) {                  // v_j after iterations 1 .. r
+        var m = marks[k];
+        ctx.strokeStyle = k === view.r - 1 ? "#e22" : "#aaa"; ctx.lineWidth = 2.5;
+        ctx.beginPath(); ctx.moveTo(m[0] - 7, m[1] - 7); ctx.lineTo(m[0] + 7, m[1] + 7);
+        ctx.moveTo(m[0] - 7, m[1] + 7); ctx.lineTo(m[0] + 7, m[1] - 7); ctx.stroke();
+      }
+      ctx.strokeStyle = "#000"; ctx.lineWidth = 1.5;   // the selected capsule's vote
+      ctx.beginPath(); ctx.arc(pts[view.i][0], pts[view.i][1], view.radii[view.i] + 3, 0, 2 * Math.PI); ctx.stroke();
+      // The selected capsule: its c_i at this iteration (full height: its largest c, at least 0.2).
+      var full = 0.2, t = Math.floor(view.i / G), cell = view.i % G;
+      for (k = 0; k < R; k++) { for (j = 0; j < J; j++) { full = Math.max(full, res.couplings[k][view.i * J + j]); } }
+      who.textContent = "selected: capsule " + view.i + ", type " + (t + 1) + ", row " + (Math.floor(cell / side) + 1) +
+        ", column " + (cell % side + 1) + "; length " + lengths[view.i].toFixed(3);
+      ref.style.bottom = (80 * (1 / J) / full).toFixed(1) + "px";
+      cols.forEach(function (bar, j) {
+        var cij = c[view.i * J + j];
+        bar.style.height = (80 * cij / full).toFixed(1) + "px";
+        bar.className = j === view.j ? "ci-x-bar ci-x-on" : "ci-x-bar";
+        bar.setAttribute("data-c", cij.toFixed(5));
+        bar.title = "c_i" + j + " = " + cij.toFixed(3);
+        cs.children[j].textContent = cij.toFixed(3).replace(/^0/, "");
+        votes.children[j].textContent = norm(res.votes, (j * N + view.i) * D, D).toFixed(2);
+      });
+      // The caption: the range of c for class j, and how close to v_j the most-coupled votes lie.
+      var order = [], lo = Infinity, hi = -Infinity, near = 0, all = 0, TOPN = Math.min(TOP, N);
+      for (i = 0; i < N; i++) {
+        var cj = c[i * J + view.j];
+        lo = Math.min(lo, cj); hi = Math.max(hi, cj); order.push(i);
+        all += angle(res.votes, (view.j * N + i) * D, v, view.j * D, D) / N;
+      }
+      order.sort(function (a, b) { return c[b * J + view.j] - c[a * J + view.j]; });
+      for (k = 0; k < TOPN; k++) { near += angle(res.votes, (view.j * N + order[k]) * D, v, view.j * D, D) / TOPN; }
+      caption.textContent = "iteration " + view.r + ": c for class " + view.j + " ranges " + lo.toFixed(3) + "\u2013" +
+        hi.toFixed(3) + " (uniform " + (1 / J).toFixed(2) + "); the votes of the " + TOPN + " largest couplings lie at " +
+        "a mean angle of " + near.toFixed(0) + "\u00b0 from v_" + view.j + ", all " + big(N) + " at " + all.toFixed(0) + "\u00b0.";
+    }
+    grid.addEventListener("click", function (ev) {
+      var rect = grid.getBoundingClientRect();
+      var x = (ev.clientX - rect.left) * grid.width / rect.width, y = (ev.clientY - rect.top) * grid.height / rect.height;
+      var tx = Math.floor(x / PITCH), ty = Math.floor(y / PITCH), cx = Math.floor((x % PITCH) / CELL), cy = Math.floor((y % PITCH) / CELL);
+      var t = ty * PER_ROW + tx;
+      if (cx >= side || cy >= side || tx >= PER_ROW || t >= T) { return; }    // the gaps between tiles
+      view.i = t * G + cy * side + cx;
+      drawGrid(); draw();
+    });
+    pick.addEventListener("change", function () { view.j = Number(pick.value); chooseClass(); draw(); });
+    step.addEventListener("input", function () { view.r = Number(step.value); draw(); });
+    chooseClass(); drawGrid(); draw();
+    return view;
+  }
 
   // ------------------------------------------------------------------ the panel
   function Panel(root) {
@@ -356,6 +560,7 @@
          tools, name)
         .addEventListener("click", function () { drawSample(img); run(img); });
     });
+    var explore = el("div", {"class": "ci-explorer"}, net);   // filled when a digit has been run
     var ink = pad.getContext("2d");
     function wipe() { ink.fillStyle = "#000"; ink.fillRect(0, 0, pad.width, pad.height); }
     function drawSample(img) {                          // the sample, enlarged 10x, as if drawn
@@ -379,6 +584,7 @@
         el("small", {}, line, " " + len.toFixed(3));
       });
       showCoupling(res);
+      root.capsedu = {result: res, explorer: Explorer(explore, res)};   // the last run, for the browser test
       state.drawn = {capsule: res.capsules.slice(res.label * D, res.label * D + D), label: res.label, image: image};
       var opt = pick.querySelector('option[value="drawn"]') || el("option", {value: "drawn"}, pick);
       opt.textContent = "your digit (predicted " + res.label + ")";
@@ -456,7 +662,16 @@
     " .capsedu-inpage .ci-too-long { color: #b30; max-width: 16em; font-size: 0.9em; }" +
     " .capsedu-inpage .ci-bar { font-family: monospace; font-size: 0.85em; } .capsedu-inpage .ci-bar span { display: inline-block; height: 0.7em; background: #888; }" +
     " .capsedu-inpage .ci-top span { background: #c33; } .capsedu-inpage .ci-map { width: 108px; height: 108px; image-rendering: pixelated; }" +
-    " .capsedu-inpage figure { margin: 0; text-align: center; font-size: 0.8em; }";
+    " .capsedu-inpage figure { margin: 0; text-align: center; font-size: 0.8em; }" +
+    " .capsedu-inpage .ci-x-note, .capsedu-inpage .ci-x-caption, .capsedu-inpage .ci-x-who { font-size: 0.85em; }" +
+    " .capsedu-inpage .ci-x-grid { cursor: pointer; } .capsedu-inpage .ci-x-who { max-width: 22em; }" +
+    " .capsedu-inpage .ci-x-scatter { width: 360px; height: 360px; border: 1px solid #ccc; }" +
+    " .capsedu-inpage .ci-x-side { width: 340px; }" +             // beside the scatter in a 740 px column
+    " .capsedu-inpage .ci-x-bars { position: relative; display: flex; gap: 2px; align-items: flex-end; height: 80px;" +
+    " border-bottom: 1px solid #888; margin-top: 0.3em; } .capsedu-inpage .ci-x-bar { width: 32px; background: #88a; }" +
+    " .capsedu-inpage .ci-x-on { background: #c33; } .capsedu-inpage .ci-x-ref { position: absolute; left: 0; right: 0;" +
+    " border-top: 1px dashed #000; } .capsedu-inpage .ci-x-cols { display: flex; gap: 2px; font: 0.7em monospace; }" +
+    " .capsedu-inpage .ci-x-cols span { width: 32px; text-align: center; }";
   document.head.appendChild(style);
   function start() { Array.prototype.forEach.call(document.querySelectorAll(".capsedu-inpage"), Panel); }
   if (document.readyState === "loading") { document.addEventListener("DOMContentLoaded", start); } else { start(); }

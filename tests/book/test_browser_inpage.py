@@ -3,7 +3,9 @@
 Through the page's own controls: random slider settings of random test digits decode to
 PyTorch's reconstruction of the same capsule (max pixel error <= 2/255); two sliders together
 give an image different from each alone; the sample digits through the whole network give
-PyTorch's 10 lengths (within 0.02), its class and its coupling coefficients; a drawn digit is
+PyTorch's 10 lengths (within 0.02), its class and its coupling coefficients; the vote explorer
+shows PyTorch's primary-capsule lengths, votes and c_ij of every routing iteration, and answers
+its grid, iteration slider and class picker; a drawn digit is
 read as MNIST's are made (20 x 20 box, centre of mass at the centre); nothing is downloaded
 before the reader asks, and without JavaScript only a note is left. Prints the forward pass's
 time in the browser, the page's weight and each weight file's size.
@@ -27,6 +29,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
 # isort: on
 
+from capsedu.core.routing import dynamic_routing
 from capsedu.figures.frames import perturb
 from capsedu.figures.static import to_uint8
 from capsedu.training.pretrained import load_capsnet
@@ -165,6 +168,99 @@ def test_sample_digits_through_the_whole_network_match_pytorch(page, model):
             "value") == "drawn"                                             # the sliders now move this digit
     print(f"forward pass in headless Chromium: {json.dumps({'ms': times, 'median_ms': float(np.median(times))})}")
     _shot(panel, "inpage_network.png")
+    assert not _errors(driver.get_log("browser"))
+
+
+# What the vote explorer shows of the last run (the panel element's capsedu property): the
+# primary capsules' lengths (its grid), the votes for the predicted class and c of every iteration.
+EXPLORED = """var x = arguments[0].capsedu, r = x.result, N = r.types * r.cells, D = r.capsules.length / r.lengths.length;
+              return {label: r.label, lengths: Array.from(x.explorer.lengths),
+                      votes: Array.from(r.votes.subarray(r.label * N * D, (r.label + 1) * N * D)),
+                      couplings: r.couplings.map(function (c) { return Array.from(c); })};"""
+EXPLORER_STATE = """var v = arguments[0].capsedu.explorer;
+                    return {i: v.i, j: v.j, r: v.r, radii: Array.from(v.radii)};"""
+# The int8 encoder's cost, measured on the 5 samples (2026-12-04, Chromium): primary lengths
+# 0.0025, votes 0.0013 (their entries reach 0.32), c_ij 0 / 0.00015 / 0.00046 at iterations 1-3.
+MAX_PRIMARY_LENGTH_ERROR = 0.01
+MAX_VOTE_ERROR = 0.005           # absolute, any entry of any vote for the predicted class
+MAX_COUPLING_ERROR = 0.002       # any single c_ij, at any iteration (c moves off 0.1 by hundredths)
+
+
+def test_the_vote_explorer_shows_pytorchs_routing(page, model):
+    """For 5 samples: the grid's primary-capsule lengths, the votes for the predicted class and c
+    at each routing iteration, against capsedu's PyTorch network and dynamic_routing."""
+    driver, panel, data = page
+    _load_network(page)
+    samples = _images(data["samples"]["images"])
+    cfg = model.config
+    with torch.no_grad():
+        primary = model.primary(torch.relu(model.conv1(samples)))          # (S, 1152, 8)
+        u_hat = model.digits.predictions(primary)                           # (S, 1152, 10, 16)
+        _, history = dynamic_routing(u_hat, cfg.iterations, cfg.routing, True, cfg.squash_k)
+    worst = {"primary length": 0.0, "vote": 0.0, "c": [0.0] * cfg.iterations}
+    for k in range(min(len(samples), 5)):
+        panel.find_element(By.CSS_SELECTOR, f'button.ci-sample[data-sample="{k}"]').click()
+        got = driver.execute_script(EXPLORED, panel)
+        label = got["label"]
+        lengths = torch.tensor(got["lengths"])
+        error = float((lengths - primary[k].norm(dim=-1)).abs().max())
+        worst["primary length"] = max(worst["primary length"], error)
+        assert error <= MAX_PRIMARY_LENGTH_ERROR, f"sample {k}: primary lengths off by {error}"
+        votes = torch.tensor(got["votes"]).view(-1, cfg.digit_dim)
+        error = float((votes - u_hat[k, :, label]).abs().max())
+        worst["vote"] = max(worst["vote"], error)
+        assert error <= MAX_VOTE_ERROR, f"sample {k}: votes for class {label} off by {error}"
+        assert len(got["couplings"]) == cfg.iterations
+        for r, c in enumerate(got["couplings"]):
+            error = float((torch.tensor(c).view(-1, cfg.num_classes) - history[r][k]).abs().max())
+            worst["c"][r] = max(worst["c"][r], error)
+            assert error <= MAX_COUPLING_ERROR, f"sample {k}, iteration {r + 1}: c_ij off by {error}"
+    scale = float(u_hat[:5].abs().max())
+    print(f"vote explorer against PyTorch, 5 samples: {json.dumps(worst)} (largest |vote entry| {scale:.3f})")
+    assert not _errors(driver.get_log("browser"))
+
+
+def _bars(explorer):
+    return [float(b.get_attribute("data-c")) for b in explorer.find_elements(By.CSS_SELECTOR, ".ci-x-bar")]
+
+
+def test_the_vote_explorer_answers_its_controls(page):
+    """A click on another cell of the grid selects that capsule (its c_i bars change); the
+    iteration slider changes the dots' radii (at iteration 1 every c_ij is 1/10: all equal)."""
+    driver, panel, _ = page
+    _load_network(page)
+    panel.find_element(By.CSS_SELECTOR, 'button.ci-sample[data-sample="0"]').click()
+    explorer = panel.find_element(By.CSS_SELECTOR, ".ci-explorer")
+    driver.execute_script("arguments[0].scrollIntoView({block: 'start'});", explorer)
+    grid = explorer.find_element(By.CSS_SELECTOR, "canvas.ci-x-grid")
+    before, bars = driver.execute_script(EXPLORER_STATE, panel), _bars(explorer)
+    assert len(bars) == 10 and abs(sum(bars) - 1) < 1e-3 and before["r"] == 3
+    # the grid's first tile (type 0) is at its top left, 6 px a cell: click cell (row 2, column 3)
+    size = grid.size
+    ActionChains(driver).move_to_element_with_offset(grid, 3 * 6 + 3 - size["width"] // 2,
+                                                     2 * 6 + 3 - size["height"] // 2).click().perform()
+    after = driver.execute_script(EXPLORER_STATE, panel)
+    assert after["i"] == 2 * 6 + 3 != before["i"], (before["i"], after["i"])
+    assert _bars(explorer) != bars, "the selected capsule changed but not its coupling bars"
+    step = explorer.find_element(By.CSS_SELECTOR, "input.ci-x-iter")
+    driver.execute_script("arguments[0].value = 1; arguments[0].dispatchEvent(new Event('input'));", step)
+    first = driver.execute_script(EXPLORER_STATE, panel)
+    assert first["r"] == 1 and np.ptp(first["radii"]) < 1e-6, "at iteration 1 every c_ij is 1/10"
+    assert all(abs(c - 0.1) < 1e-6 for c in _bars(explorer))
+    driver.execute_script("arguments[0].value = 3; arguments[0].dispatchEvent(new Event('input'));", step)
+    last = driver.execute_script(EXPLORER_STATE, panel)
+    assert np.ptp(last["radii"]) > 0.1 and last["radii"] != first["radii"]
+    Select(explorer.find_element(By.CSS_SELECTOR, "select.ci-x-class")).select_by_value(str((last["j"] + 1) % 10))
+    assert driver.execute_script(EXPLORER_STATE, panel)["j"] == (last["j"] + 1) % 10
+    caption = explorer.find_element(By.CSS_SELECTOR, ".ci-x-caption").text
+    assert caption.startswith("iteration 3: c for class ") and "uniform 0.10" in caption
+    # it fits the article's column: nothing wider than the explorer, the explorer no wider than the panel
+    widths = driver.execute_script("""var e = arguments[0], p = e.closest('.capsedu-inpage');
+        return [e.scrollWidth, e.clientWidth, e.getBoundingClientRect().right, p.getBoundingClientRect().right];""",
+                                   explorer)
+    assert widths[0] <= widths[1] and widths[2] <= widths[3] + 1, widths
+    _shot(explorer, "inpage_explorer.png")
+    driver.execute_script("arguments[0].scrollIntoView({block: 'start'});", panel)   # as the fixture left it
     assert not _errors(driver.get_log("browser"))
 
 
