@@ -37,9 +37,9 @@ from capsedu.speed.bench import interleaved
 FIELDS = ("routing_fwd_ms", "routing_fwd_bwd_ms")
 
 
-def measure(methods, batch, rounds, repeats, device, progress=True):
-    """{method: {"params", "routing_fwd_ms": [one per round], "routing_fwd_bwd_ms": [...]}}."""
-    x = load_dataset("mnist", source="sample", device=device, verbose=False).x_test[:batch]
+def measure(methods, x, rounds, repeats, device, progress=True):
+    """{method: {"params", "routing_fwd_ms": [one per round], "routing_fwd_bwd_ms": [...]}}, each
+    step timed on the batch of images ``x``."""
     models = {}
     for name in methods:
         torch.manual_seed(0)
@@ -57,7 +57,7 @@ def measure(methods, batch, rounds, repeats, device, progress=True):
     return out
 
 
-def equal_work(x, batch, rounds, repeats, device):
+def equal_work(x, rounds, repeats, device):
     """{"input_capsules": {method: N_in}, "ms": {str(N_in): {"dynamic": [ms, one per round],
     "attention": [...]}}}: 3 iterations of dynamic routing and one self-attention step, forward +
     backward, on the same u_hat (batch, N_in, 10, 16), at each network's own number of input
@@ -70,7 +70,7 @@ def equal_work(x, batch, rounds, repeats, device):
         torch.set_num_threads(1)
     try:
         for n in sorted(set(sizes.values())):
-            u = torch.randn(batch, n, 10, 16, device=device, requires_grad=True)
+            u = torch.randn(len(x), n, 10, 16, device=device, requires_grad=True)
             steps = {"dynamic": lambda: dynamic_routing(u, 3).sum().backward(),
                      "attention": lambda: self_attention_routing(u).sum().backward()}
             times = interleaved(steps, rounds=rounds, calls=repeats, device=device)
@@ -93,9 +93,9 @@ def main(argv=None):
     device = resolve_device(a.device)
     load_before = os.getloadavg()
     t0 = time.perf_counter()
-    methods = measure(list(a.methods), a.batch, a.rounds, a.repeats, device)
     x = load_dataset("mnist", source="sample", device=device, verbose=False).x_test[:a.batch]
-    equal = equal_work(x, a.batch, a.rounds, a.repeats, device)
+    methods = measure(list(a.methods), x, a.rounds, a.repeats, device)
+    equal = equal_work(x, a.rounds, a.repeats, device)
     result = {
         "benchmark": "routing_cost",
         **provenance("python benchmarks/routing_cost.py " + " ".join(argv if argv is not None else sys.argv[1:]),

@@ -17,9 +17,8 @@ from typing import Dict, List, Optional
 from capsedu.experiments import ablation, multimnist, robustness
 from capsedu.experiments.shared.runs import stored_or_preview
 from capsedu.figures.tables import render_table
-from capsedu.reports import paper, two_digits
+from capsedu.reports import paper, routing_cost, two_digits
 from capsedu.reports.paper_exp23 import ablation_report, multimnist_report
-from capsedu.reports import routing_cost
 from capsedu.reports.routing import routing_report
 from capsedu.reports.stats import paired_difference
 from capsedu.reports.tutorial import tutorial_report
@@ -77,7 +76,8 @@ CLAIMS = {
     "11.3": ("batch", "A digit's prediction does not depend on the rest of its batch", "the tutorial code (implied)",
              "none"),
 }
-ROUTING = ("3.2", "7.8", "7.9", "7.10", "7.11", "7.12", "7.13", "9.3", "9.5", "10.1", "10.2")   # routing against uniform coupling, r = 1
+# routing against uniform coupling, r = 1
+ROUTING = ("3.2", "7.8", "7.9", "7.10", "7.11", "7.12", "7.13", "9.3", "9.5", "10.1", "10.2")
 
 
 @dataclass

@@ -21,7 +21,7 @@ from capsedu.figures.tables import mean_std, noted_table, render_table
 from capsedu.reports import routing_cost
 from capsedu.reports.stats import detectable_difference
 from capsedu.reports.verdicts import (CANNOT_TELL, FAILS, HOLDS, adjust, allows, holm_text, interval_text, judge,
-                                      rows_for, table_note)
+                                      p_text, rows_for, table_note)
 
 __all__ = ["ORIGINAL", "CLAIMS", "Verdict", "RoutingReport", "preview_text", "runs_table", "routing_report"]
 
@@ -235,8 +235,7 @@ class RoutingReport:
             else:
                 if v.key == "att_cost" and self.benchmark:
                     what = routing_cost.compared(self.benchmark)
-                    p = "p < 0.001" if c["p"] < 0.001 else f"p = {c['p']:.3f}"
-                    measured = (f"{c['mean']:+.2f} ms [{c['low']:+.2f}, {c['high']:+.2f}], {p} "
+                    measured = (f"{c['mean']:+.2f} ms [{c['low']:+.2f}, {c['high']:+.2f}], {p_text(c['p'])} "
                                 f"({c['n']} paired rounds of the benchmark, {what})")
                 else:
                     measured = interval_text(c, digits=2 if v.key == "att_cost" else 3)
@@ -265,8 +264,7 @@ class RoutingReport:
             return {"ch10_detectable": self.detectable, "ch10_n_test": self.n_test, "ch10_n_train": self.n_train,
                     "ch10_epochs": self.epochs, "ch10_shift_px": self.shift_px, "ch10_budget_source": self.source}
         if part == "cost":
-            ratios = self.equal_ratios()
-            n_in = ((self.benchmark or {}).get("equal_work") or {}).get("input_capsules", {})
+            ratios, n_in = self.equal_ratios(), routing_cost.input_capsules(self.benchmark)
             return {"ch10_cost_source": self.cost_source, "ch10_n_in_dyn": n_in.get("dynamic", 0),
                     "ch10_n_in_att": n_in.get("attention", 0),
                     "ch10_equal_low": min(ratios.values(), default=float("nan")),

@@ -18,7 +18,8 @@ from capsedu.figures.tables import render_table
 from capsedu.reports.stats import paired_difference
 from capsedu.runtime import results
 
-__all__ = ["newest", "provenance_text", "table_html", "equal_ratios", "cost_comparison", "compared"]
+__all__ = ["newest", "provenance_text", "table_html", "input_capsules", "equal_ratios", "cost_comparison",
+           "compared"]
 
 
 def newest() -> Optional[Dict]:
@@ -31,6 +32,11 @@ def provenance_text(c: Dict) -> str:
     return (f"benchmark: {c['command']}\n  {c['date']}, {c['hardware']}, torch {c['torch']}; batch "
             f"{c['batch']}, {c['rounds']} rounds, timed on {c['threads_timed']} thread; "
             f"load average (1 min) {before:.2f} before, {after:.2f} after; {c['seconds_total']:.0f} s")
+
+
+def input_capsules(c: Optional[Dict]) -> Dict[str, int]:
+    """Each network's number of input capsules, as the equal-work rounds used them ({} before those)."""
+    return ((c or {}).get("equal_work") or {}).get("input_capsules", {})
 
 
 def equal_ratios(c: Optional[Dict]) -> Dict[int, float]:
@@ -55,13 +61,13 @@ def table_html(c: Dict) -> str:
 
 def compared(c: Dict) -> str:
     """What the cost verdict's rounds timed, in words."""
-    eq = c.get("equal_work")
-    return f"both on one u_hat of {eq['input_capsules']['attention']} input capsules" if eq else "the two networks"
+    n = input_capsules(c).get("attention")
+    return f"both on one u_hat of {n} input capsules" if n else "the two networks"
 
 
 def cost_comparison(c: Dict) -> Dict:
     """``paired_difference`` of dynamic − attention, ms, round by round (see the module's docstring)."""
-    eq = c.get("equal_work")
-    pair: List[List[float]] = ([eq["ms"][str(eq["input_capsules"]["attention"])][m] for m in ("dynamic", "attention")]
-                               if eq else [c["methods"][m]["routing_fwd_bwd_ms"] for m in ("dynamic", "attention")])
+    n = input_capsules(c).get("attention")
+    pair: List[List[float]] = ([c["equal_work"]["ms"][str(n)][m] for m in ("dynamic", "attention")] if n
+                               else [c["methods"][m]["routing_fwd_bwd_ms"] for m in ("dynamic", "attention")])
     return paired_difference(*pair)

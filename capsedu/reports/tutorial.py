@@ -81,8 +81,8 @@ class TutorialRuns:
         self.gap_mean, self.report_mean = self.gap["mean"], self.report_gap["mean"]
         self.changed = [r["test_changed_by_batching"] for r in tut]
         # "a prediction does not depend on its batch": fails if it moved in every seed
-        changed = self.changed
-        self.batch_verdict = FAILS if min(changed) > 0 else HOLDS if max(changed) == 0 else CANNOT_TELL
+        self.batch_verdict = (FAILS if min(self.changed) > 0 else HOLDS if max(self.changed) == 0
+                              else CANNOT_TELL)
         self.nan_steps = sum(len(r["non_finite_steps"]) for r in tut)
         self.tut_steps = sum(r["steps"] for r in tut)
         self.report_all = [e["test_as_reported"] - e["test"] for r in tut for e in r["epochs"]]  # every (seed, epoch)

@@ -146,7 +146,7 @@ def allows(row: Mapping, digits: int = 3) -> str:
     return text
 
 
-def _p(p: float) -> str:
+def p_text(p: float) -> str:
     return "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
 
 
@@ -161,11 +161,11 @@ def interval_text(comparison: Mapping, digits: int = 3) -> str:
     items = c.get("method") == "seeds and items"
     if c.get("low") is not None:
         over = "; over the items" if c.get("equal") else ""
-        text += f"{over} [{_f(c['low'], digits)}, {_f(c['high'], digits)}], {_p(c['p'])}"
+        text += f"{over} [{_f(c['low'], digits)}, {_f(c['high'], digits)}], {p_text(c['p'])}"
     if items:
         text += f" ({seeds} × {c['n_items']:,} items)"
         pooled = c["pooled"]
-        text += f"; pooled McNemar {pooled['only_a']} vs {pooled['only_b']}, {_p(pooled['p'])}"
+        text += f"; pooled McNemar {pooled['only_a']} vs {pooled['only_b']}, {p_text(pooled['p'])}"
     elif k > 1:
         text += f" ({seeds}; {'no interval: ' if c.get('low') is None else 'seeds only: '}no per-item outcomes stored)"
         if c.get("mcnemar"):
