@@ -31,7 +31,7 @@ import torch
 
 from capsedu import AMP_CHOICES
 
-__all__ = ["resolve_device", "resolve_amp", "auto_amp", "autocast", "grad_scaler",
+__all__ = ["resolve_device", "resolve_amp", "auto_amp", "autocast", "grad_scaler", "adam",
            "cuda_capability", "cpu_has_native_bf16", "cpuinfo", "cpu_name", "hardware"]
 
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -140,3 +140,9 @@ def autocast(amp: str, device):
 def grad_scaler(amp: str, device) -> Optional["torch.amp.GradScaler"]:
     """A ``GradScaler`` for fp16 (whose range is too narrow for small gradients), else None."""
     return torch.amp.GradScaler(torch.device(device).type) if amp == "fp16" else None
+
+
+def adam(params, lr: float, device) -> torch.optim.Adam:
+    """Adam, fused where torch has the kernel (CPU, CUDA): the same update in one pass over each
+    tensor, 8 ms instead of 14 for the CapsNet's on a 2-core Xeon (benchmarks/train_step.py)."""
+    return torch.optim.Adam(params, lr=lr, fused=torch.device(device).type in ("cpu", "cuda"))

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 from capsedu.core.losses import margin_loss, reconstruction_loss
 from capsedu.core.squashing import safe_norm
-from capsedu.runtime.device import autocast
+from capsedu.runtime.device import adam, autocast
 
 __all__ = ["estimate_fit_seconds", "about", "median_seconds",
            "interleaved", "medians", "train_step", "backward_seconds", "stage_times", "profile_table",
@@ -66,10 +66,11 @@ def _losses(x, y, lengths, rec):
     return margin_loss(lengths, y) + reconstruction_loss(rec, x)
 
 
-def train_step(model, x, y, amp: str = "off", lr: float = 1e-3) -> Callable[[], None]:
+def train_step(model, x, y, amp: str = "off", lr: float = 1e-3, fused: bool = False) -> Callable[[], None]:
     """One training step of a CapsNet-like model (forward, margin + reconstruction loss,
-    backward, Adam), as a function of no arguments."""
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    backward, Adam), as a function of no arguments. ``fused``: Adam as ``fit`` makes it
+    (``capsedu.runtime.device.adam``); else torch's default, as the tutorial code has it."""
+    opt = adam(model.parameters(), lr, x.device) if fused else torch.optim.Adam(model.parameters(), lr=lr)
 
     def step():
         with autocast(amp, x.device):
@@ -103,9 +104,9 @@ def estimate_fit_seconds(model, data, epochs: int, batch_size: int = 128, device
     net = copy.deepcopy(model).to(device)
     x, y = data.x_train[:batch_size].to(device), data.y_train[:batch_size].to(device)
     if loss == "capsnet":
-        step = train_step(net, x, y, amp=resolve_amp(amp, device))
+        step = train_step(net, x, y, amp=resolve_amp(amp, device), fused=True)
     else:
-        optimiser = torch.optim.Adam(net.parameters(), lr=1e-3)
+        optimiser = adam(net.parameters(), 1e-3, device)
 
         def step():
             optimiser.zero_grad()
@@ -283,10 +284,13 @@ def primary_conv_step(batch: int, device="cpu", amp: str = "off", gemm: bool = F
     9x9, stride 2, on 20x20 maps): the reference for how fast this machine convolves.
     ``gemm=True``: as the fast path runs it on the CPU (``capsedu.speed.gemm_conv``)."""
     from capsedu.speed.gemm_conv import GemmConv2d
-    conv = (GemmConv2d if gemm else torch.nn.Conv2d)(256, 256, 9, 2).to(device)
+    # The fast path stores weights and features channels-last (accelerate): do the same.
+    layout = torch.channels_last if gemm else torch.contiguous_format
+    conv = (GemmConv2d if gemm else torch.nn.Conv2d)(256, 256, 9, 2).to(device, memory_format=layout)
     # Under autocast the step's conv1 already hands over low-precision features: do the same.
     dtype = {"off": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[amp]
-    feats = torch.rand(batch, 256, 20, 20, device=device, dtype=dtype, requires_grad=True)
+    feats = torch.rand(batch, 256, 20, 20, device=device, dtype=dtype).to(memory_format=layout)
+    feats.requires_grad_()
     grad = torch.randn(batch, 256, 6, 6, device=device)  # a real gradient, not sum()'s broadcast ones
 
     def run():

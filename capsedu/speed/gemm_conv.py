@@ -7,8 +7,10 @@ is one large matrix product over a patch matrix built once per step:
 - forward: patches (B*Ho*Wo, k*k*C) from the input stored channels-last, where the
   k*C numbers of one patch row are adjacent in memory; then ``patches @ W^T + bias``;
 - weight gradient: ``grad_out^T @ patches``, with the patches kept from the forward pass;
+  it comes out (O, ky, kx, C), the channels-last layout ``accelerate`` stores the weight in;
 - input gradient: ``grad_out @ W``, then each patch row added back where it came from
-  (k * Wo additions of contiguous blocks, summed in float32).
+  (k * Wo additions of contiguous blocks, summed in float32 a few images at a time, so that
+  the sums stay in the core's cache).
 
 The arithmetic is the convolution's, so values agree with ``torch.nn.functional.conv2d`` to
 rounding; ``tests/speed/test_gemm_conv.py`` checks them and the gradients. The price is memory: the
@@ -22,6 +24,10 @@ from torch import nn
 
 __all__ = ["gemm_conv2d", "GemmConv2d"]
 
+# float32 sums of the input gradient per chunk of images: about a core's L2 cache (measured
+# on a 2-core Xeon: 10 images of 20x20x256 at a time folded 1.4x faster than all 100 at once).
+FOLD_CHUNK_BYTES = 4 << 20
+
 
 def _patches(x_nhwc: torch.Tensor, k: int, s: int) -> torch.Tensor:
     """(B, H, W, C) -> (B*Ho*Wo, k*k*C), each row ordered (ky, kx, c)."""
@@ -32,52 +38,64 @@ def _patches(x_nhwc: torch.Tensor, k: int, s: int) -> torch.Tensor:
     return rows.reshape(B * Ho * Wo, k * k * C)
 
 
+def _fold(rows: torch.Tensor, shape, s: int, dtype) -> torch.Tensor:
+    """Each patch's gradient (B*Ho*Wo, k*k*C) added back where it came from: (B, H, W, C)."""
+    B, C, H, W, k, Ho, Wo = shape
+    rows = rows.view(B, Ho, Wo, k, k * C)
+    out = torch.empty(B, H, W * C, dtype=dtype, device=rows.device)
+    wide = torch.promote_types(rows.dtype, torch.float32)
+    n = max(1, FOLD_CHUNK_BYTES // (H * W * C * 4))
+    for b in range(0, B, n):
+        acc = torch.zeros(min(n, B - b), H, W * C, dtype=wide, device=rows.device)
+        for ky in range(k):
+            for xo in range(Wo):                 # k*C adjacent numbers of one image row
+                acc[:, ky:ky + s * (Ho - 1) + 1:s, s * xo * C:(s * xo + k) * C].add_(
+                    rows[b:b + n, :, xo, ky])
+        out[b:b + n] = acc
+    return out.view(B, H, W, C)
+
+
 class _GemmConv(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, weight, bias, stride):
+    def forward(ctx, x, weight, bias, stride, dtype):
         O, C, k, _ = weight.shape
         B, _, H, W = x.shape
         Ho, Wo = (H - k) // stride + 1, (W - k) // stride + 1
         patches = _patches(x.permute(0, 2, 3, 1).contiguous(), k, stride)
-        w = weight.permute(0, 2, 3, 1).reshape(O, k * k * C)       # rows ordered like a patch
-        y = torch.addmm(bias, patches, w.t()) if bias is not None else patches @ w.t()
+        w = weight.permute(0, 2, 3, 1).to(dtype).reshape(O, k * k * C)  # rows ordered like a patch
+        y = torch.addmm(bias.to(dtype), patches, w.t()) if bias is not None else patches @ w.t()
         ctx.save_for_backward(patches, w)
-        ctx.shape, ctx.stride, ctx.has_bias = (B, C, H, W, k, Ho, Wo), stride, bias is not None
+        ctx.shape, ctx.stride = (B, C, H, W, k, Ho, Wo), stride
+        ctx.dtypes = x.dtype, weight.dtype, None if bias is None else bias.dtype
         return y.view(B, Ho, Wo, O).permute(0, 3, 1, 2)             # NCHW view, channels-last data
 
     @staticmethod
     def backward(ctx, grad_y):
         patches, w = ctx.saved_tensors
         B, C, H, W, k, Ho, Wo = ctx.shape
-        s = ctx.stride
+        x_dtype, w_dtype, b_dtype = ctx.dtypes
         g = grad_y.permute(0, 2, 3, 1).reshape(B * Ho * Wo, -1).to(patches.dtype)   # (B*Ho*Wo, O)
-        grad_w = (g.t().contiguous() @ patches).view(-1, k, k, C).permute(0, 3, 1, 2)
+        grad_w = (g.t().contiguous() @ patches).view(-1, k, k, C).permute(0, 3, 1, 2).to(w_dtype)
         wide = torch.promote_types(g.dtype, torch.float32)           # sums in float32 at least
-        grad_b = g.sum(0, dtype=wide).to(g.dtype) if ctx.has_bias else None
+        grad_b = None if b_dtype is None else g.sum(0, dtype=wide).to(b_dtype)
         grad_x = None
         if ctx.needs_input_grad[0]:
-            rows = (g @ w).view(B, Ho, Wo, k, k * C)                 # each patch's gradient
-            acc = torch.zeros(B, H, W * C, dtype=wide, device=g.device)
-            for ky in range(k):
-                for xo in range(Wo):
-                    block = slice(s * xo * C, (s * xo + k) * C)       # k*C adjacent numbers
-                    acc[:, ky:ky + s * (Ho - 1) + 1:s, block] += rows[:, :, xo, ky]
-            grad_x = acc.view(B, H, W, C).permute(0, 3, 1, 2).to(grad_y.dtype)
-        return grad_x, grad_w.contiguous(), grad_b, None
+            rows = g @ w                                             # each patch's gradient
+            grad_x = _fold(rows, ctx.shape, ctx.stride, x_dtype).permute(0, 3, 1, 2)
+        return grad_x, grad_w, grad_b, None, None
 
 
 def gemm_conv2d(x: torch.Tensor, weight: torch.Tensor, bias=None, stride: int = 1) -> torch.Tensor:
     """``torch.nn.functional.conv2d(x, weight, bias, stride)`` as matrix products.
 
     No padding, dilation or groups. Under CPU autocast it runs in the autocast precision, as
-    ``torch.nn.functional.conv2d`` would."""
+    ``torch.nn.functional.conv2d`` would; the weight's gradient comes back in its own dtype."""
+    dtype = x.dtype
     if torch.is_autocast_enabled("cpu") and x.device.type == "cpu":
         dtype = torch.get_autocast_dtype("cpu")
-        x, weight = x.to(dtype), weight.to(dtype)
-        bias = bias.to(dtype) if bias is not None else None
-        with torch.autocast("cpu", enabled=False):
-            return _GemmConv.apply(x, weight, bias, stride)
-    return _GemmConv.apply(x, weight, bias, stride)
+        x = x.to(dtype)
+    with torch.autocast("cpu", enabled=False):
+        return _GemmConv.apply(x, weight, bias, stride, dtype)
 
 
 class GemmConv2d(nn.Conv2d):

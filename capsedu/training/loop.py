@@ -36,7 +36,7 @@ from capsedu.runtime.checkpoints import (
     restore,
     save_atomic,
 )
-from capsedu.runtime.device import autocast, grad_scaler, resolve_amp, resolve_device
+from capsedu.runtime.device import adam, autocast, grad_scaler, resolve_amp, resolve_device
 from capsedu.runtime.files import remove_stale_tmp
 from capsedu.training.distributed import data_parallel, is_main
 from capsedu.training.evaluation import count_correct, evaluate, float_targets
@@ -145,7 +145,7 @@ def start_run(model, data, config: Optional[TrainConfig] = None, **overrides) ->
             "dataset": [getattr(data, "name", None), getattr(data, "source", None)], "model": type(model).__name__,
             "model_config": plain(model_config) if is_dataclass(model_config) else None,
             "device": str(device), "amp": amp, "compile": bool(config.compile), "torch": str(torch.__version__)}
-    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+    optimizer = adam(model.parameters(), config.lr, device)
     scheduler = _scheduler(optimizer, config.lr_schedule, config.lr_decay, config.decay_steps,
                            epochs * math.ceil(n / batch_size))
     scaler = grad_scaler(amp, device)
