@@ -389,6 +389,7 @@
       var last = res.routed[R - 1], s = [0, 0];        // axes signed so that the last v_j lies up and right
       for (k = 0; k < 2; k++) { for (d = 0; d < D; d++) { s[k] += (last[view.j * D + d] - pca.mean[d]) * pca.axes[k][d]; } }
       for (k = 0; k < 2; k++) { if (s[k] < 0) { for (d = 0; d < D; d++) { pca.axes[k][d] *= -1; } } }
+      view.axes = pca.axes;                            // read by the browser test
       var raw = [], lo = [Infinity, Infinity], hi = [-Infinity, -Infinity];
       for (i = 0; i < N; i++) { raw.push(project(x, i * D)); }
       marks = res.routed.map(function (v) { return project(v, view.j * D); });
