@@ -10,6 +10,8 @@
    - The panel: 16 sliders over a capsule, and a canvas to draw on.
    - Explorer(): routing at work on the digit just drawn: the primary capsules, one class's votes
      on their 2 principal axes with dots sized by c_ij at each iteration, one capsule's c_i.
+   - The view (digit, sliders, the input run, the explorer's selection) is kept in the URL's
+     fragment by capsedu.js's capseduState, and restored from it when the page opens.
    Shapes in comments: C channels, O outputs, K kernel, i input capsule, j output capsule. */
 (function () {
   "use strict";
@@ -254,6 +256,20 @@
     return out;
   }
 
+  // A drawn digit in the URL: its 784 grey levels quantised to 4 bits, two to a byte, in base64url
+  // (523 characters). The network reads the quantised digit, so that a reload shows the same.
+  function pack(pixels) {
+    var bytes = "", q = function (p) { return Math.round(Math.min(1, Math.max(0, p)) * 15); };
+    for (var k = 0; k < 784; k += 2) { bytes += String.fromCharCode(q(pixels[k]) * 16 + q(pixels[k + 1])); }
+    return btoa(bytes).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+  }
+  function unpack(text) {
+    var bytes = atob(text.replace(/-/g, "+").replace(/_/g, "/")), out = new Float32Array(784);
+    if (bytes.length !== 392) { throw new Error("not a packed digit"); }
+    for (var k = 0; k < 784; k++) { var b = bytes.charCodeAt(k >> 1); out[k] = (k & 1 ? b & 15 : b >> 4) / 15; }
+    return out;
+  }
+
   function el(tag, attrs, parent, text) {
     var node = document.createElement(tag);
     Object.keys(attrs || {}).forEach(function (k) { node.setAttribute(k, attrs[k]); });
@@ -309,8 +325,9 @@
 
   // Routing at work on the digit just read (res: capsnet()'s result): the primary capsules, one
   // to select; one class's votes with dots sized by c_ij at one iteration; the selected
-  // capsule's c_i and vote lengths. Returns its state (which the browser test reads).
-  function Explorer(box, res) {
+  // capsule's c_i and vote lengths. Starts at the view ``start`` ({j, r, i}) where it fits;
+  // ``changed`` hears every move. Returns its state (which the browser test reads).
+  function Explorer(box, res, start, changed) {
     var J = res.lengths.length, D = res.capsules.length / J, T = res.types, G = res.cells, N = T * G;
     var E = res.primary.length / N, R = res.couplings.length, side = Math.round(Math.sqrt(G));
     var PER_ROW = 8, CELL = 6, PITCH = side * CELL + 4, TOP = 20, i, j;
@@ -322,6 +339,9 @@
       shortest = Math.min(shortest, lengths[i]);
     }
     var longest = lengths[view.i], span = Math.max(longest - shortest, 1e-6);
+    if (start && start.j >= 0 && start.j < J && start.r >= 1 && start.r <= R && start.i >= 0 && start.i < N) {
+      view.j = start.j; view.r = start.r; view.i = start.i;
+    }
     box.textContent = "";
     el("strong", {}, box, "Routing at work on this digit");
     el("p", {"class": "ci-x-note"}, box, "Left: the " + big(N) + " primary capsules, one " + side + " \u00d7 " + side +
@@ -339,7 +359,7 @@
     for (j = 0; j < J; j++) { el("option", {value: String(j)}, pick, j + (j === res.label ? " (predicted)" : "")); }
     pick.value = String(view.j);
     var stepLabel = el("label", {}, el("div", {}, controls), "iteration ");
-    var step = el("input", {"class": "ci-x-iter", type: "range", min: 1, max: R, step: 1, value: R,
+    var step = el("input", {"class": "ci-x-iter", type: "range", min: 1, max: R, step: 1, value: view.r,
                             "aria-label": "routing iteration"}, stepLabel);
     var stepOut = el("output", {}, stepLabel);
     var who = el("p", {"class": "ci-x-who"}, controls);
@@ -369,6 +389,7 @@
       var last = res.routed[R - 1], s = [0, 0];        // axes signed so that the last v_j lies up and right
       for (k = 0; k < 2; k++) { for (d = 0; d < D; d++) { s[k] += (last[view.j * D + d] - pca.mean[d]) * pca.axes[k][d]; } }
       for (k = 0; k < 2; k++) { if (s[k] < 0) { for (d = 0; d < D; d++) { pca.axes[k][d] *= -1; } } }
+      view.axes = pca.axes;                            // read by the browser test
       var raw = [], lo = [Infinity, Infinity], hi = [-Infinity, -Infinity];
       for (i = 0; i < N; i++) { raw.push(project(x, i * D)); }
       marks = res.routed.map(function (v) { return project(v, view.j * D); });
@@ -452,10 +473,10 @@
       var t = ty * PER_ROW + tx;
       if (cx >= side || cy >= side || tx >= PER_ROW || t >= T) { return; }    // the gaps between tiles
       view.i = t * G + cy * side + cx;
-      drawGrid(); draw();
+      drawGrid(); draw(); changed();
     });
-    pick.addEventListener("change", function () { view.j = Number(pick.value); chooseClass(); draw(); });
-    step.addEventListener("input", function () { view.r = Number(step.value); draw(); });
+    pick.addEventListener("change", function () { view.j = Number(pick.value); chooseClass(); draw(); changed(); });
+    step.addEventListener("input", function () { view.r = Number(step.value); draw(); changed(); });
     chooseClass(); drawGrid(); draw();
     return view;
   }
@@ -508,6 +529,7 @@
       var len = norm(caps, 0, D);
       length.textContent = len.toFixed(3);
       tooLong.hidden = len <= 1;                       // the sliders can push it past the squash's range
+      save();
     }
     function choose() {                                // a test digit, or the reader's drawing
       var n = pick.value;
@@ -558,7 +580,7 @@
       el("button", {"class": "ci-sample", type: "button", "data-sample": n,
                     title: truths ? "a " + truths[n] + ", read as " + readings[n] : "read as " + readings[n]},
          tools, name)
-        .addEventListener("click", function () { drawSample(img); run(img); });
+        .addEventListener("click", function () { take(img, "s" + n); });
     });
     var explore = el("div", {"class": "ci-explorer"}, net);   // filled when a digit has been run
     var ink = pad.getContext("2d");
@@ -568,6 +590,9 @@
       show(tmp, img);
       ink.imageSmoothingEnabled = false;
       ink.drawImage(tmp, 0, 0, pad.width, pad.height);
+    }
+    function take(image, code) {                        // an input for the network, and its code for the URL
+      drawSample(image); state.input = code; run(image);
     }
     function run(image) {                               // the network on 784 pixels, when loaded
       if (!image) { return; }
@@ -584,13 +609,15 @@
         el("small", {}, line, " " + len.toFixed(3));
       });
       showCoupling(res);
-      root.capsedu = {result: res, explorer: Explorer(explore, res)};   // the last run, for the browser test
+      root.capsedu = {result: res, explorer: Explorer(explore, res, state.explore, save)};   // read by the browser test
+      state.explore = null;                             // a restored view is for the restored input only
       state.drawn = {capsule: res.capsules.slice(res.label * D, res.label * D + D), label: res.label, image: image};
       var opt = pick.querySelector('option[value="drawn"]') || el("option", {value: "drawn"}, pick);
       opt.textContent = "your digit (predicted " + res.label + ")";
       pick.value = "drawn";
       sliders.forEach(function (s) { s.value = 0; });
       if (state.decoder) { choose(); }
+      save();
     }
     // c_ij of the last routing iteration, averaged over the capsule types at each grid cell: one
     // small map per digit class j. Grey is 1/J (each capsule's vote spread evenly), red more, blue
@@ -629,13 +656,14 @@
         el("figcaption", {}, fig, j + ": " + mean.toFixed(3));
       });
     }
-    loadNet.addEventListener("click", function () {
+    function loadNetwork() {
       loadNet.disabled = true; loadNet.textContent = "loading the network...";
-      Promise.all([fetchWeights(data.encoder), loadDecoder()]).then(function (w) {
+      return Promise.all([fetchWeights(data.encoder), loadDecoder()]).then(function (w) {
         state.encoder = w[0]; loadNet.parentNode.hidden = true;
         if (state.pending) { run(state.pending); }
       }, function (err) { loadNet.textContent = "could not load the network: " + err.message; });
-    });
+    }
+    loadNet.addEventListener("click", loadNetwork);
     // Drawing: round strokes about 2 MNIST pixels wide; the network runs when the stroke ends.
     var last = null;
     function point(ev) { var r = pad.getBoundingClientRect(); return [(ev.clientX - r.left) * pad.width / r.width, (ev.clientY - r.top) * pad.height / r.height]; }
@@ -647,9 +675,43 @@
       ink.beginPath(); ink.moveTo(last[0], last[1]); ink.lineTo(p[0], p[1]); ink.stroke();
       last = p;
     });
-    pad.addEventListener("pointerup", function () { if (last) { last = null; run(mnistLike(pad)); } });
+    pad.addEventListener("pointerup", function () {
+      var image = last && mnistLike(pad);
+      last = null;
+      if (image) { var code = pack(image); take(unpack(code), "d" + code); }   // read as the URL keeps it
+    });
     clear.addEventListener("click", function () { wipe(); state.pending = null; });
     wipe();
+
+    // The view in the URL (capsedu.js): ci-input "s<sample>" or "d<packed drawing>", ci-digit the
+    // digit the sliders move, ci-dims the 16 sliders in hundredths, ci-explore the explorer's j_r_i.
+    var url = window.capseduState, restoring = false;
+    function save() {
+      if (!url || restoring) { return; }
+      url.set("ci-digit", pick.value);
+      url.set("ci-dims", sliders.map(function (s) { return Math.round(s.value * 100); }).join("_"));
+      if (state.input) { url.set("ci-input", state.input); }
+      var x = root.capsedu && root.capsedu.explorer;
+      if (x) { url.set("ci-explore", [x.j, x.r, x.i].join("_")); }
+    }
+    function restore() {                                // loads the weights the saved view needs
+      var input = url.get("ci-input"), digit = url.get("ci-digit"), dims = url.get("ci-dims");
+      var explore = (url.get("ci-explore") || "").split("_").map(Number), image = null;
+      if (input && input[0] === "s") { image = samples[Number(input.slice(1))]; }
+      if (input && input[0] === "d") { try { image = unpack(input.slice(1)); } catch (e) { image = null; } }
+      if (!image && digit === undefined && dims === undefined) { return; }
+      restoring = true;
+      state.explore = {j: explore[0], r: explore[1], i: explore[2]};
+      if (image) { drawSample(image); state.input = input; state.pending = image; }
+      (image ? loadNetwork() : loadDecoder()).then(function () {
+        if (!state.decoder) { return; }
+        if (/^(\d+|drawn)$/.test(digit) && pick.querySelector('option[value="' + digit + '"]')) { pick.value = digit; }
+        (dims || "").split("_").forEach(function (v, d) { if (sliders[d] && isFinite(v)) { sliders[d].value = v / 100; } });
+        restoring = false;
+        choose();
+      });
+    }
+    if (url) { restore(); }
   }
 
   var style = document.createElement("style");

@@ -7,7 +7,9 @@ file; every math element typeset by MathJax, served from the Python package
 sphinx-mathjax-offline; each static twin present, and moving its slider or changing its select
 swaps the shown frame; with JavaScript off, the twins still show their default image; at 1280 px,
 with hidden cells opened, no code or output block wider than its box, no table wider than the
-column or with unpadded cells, and scripts/long_lines.py's limit fits a code box. Read from
+column or with unpadded cells, and scripts/long_lines.py's limit fits a code box; the twins'
+settings, written to the URL's fragment, come back when that URL is opened; each of chapters
+1-7 asks a question whose answer shows only after a choice. Read from
 the files: no page carries a frozen ipywidget, its state or a widget renderer (book/_ext).
 Screenshots go to $CAPSEDU_SCREENSHOTS (default _build/screenshots), build artefacts only.
 
@@ -317,3 +319,45 @@ def test_twins_degrade_to_an_image_without_javascript(server, tmp_path_factory):
         _shot(driver, "no_javascript_06_learned.png")
     finally:
         driver.quit()
+
+
+def test_the_twins_view_survives_a_reload_from_its_url(browser, server):
+    """Opening a page writes nothing to its URL; moving its twins writes their settings to the
+    fragment, and that URL, opened anew, shows the same frames (capsedu.js, twin.js)."""
+    for page in sorted(TWINS):
+        _load(browser, f"{server}/{page}")
+        assert "#" not in browser.current_url, f"{page}: the URL changed before a control moved"
+        twins = browser.find_elements(By.CSS_SELECTOR, ".capsedu-twin")
+        start = [_frame(t) for t in twins]
+        for control in (c for t in twins for c in t.find_elements(By.CSS_SELECTOR, "[data-control]")):
+            browser.execute_script("""var c = arguments[0];
+                c.value = c.tagName === 'SELECT' ? c.options.length - 1 : c.max;
+                c.dispatchEvent(new Event('change'));""", control)
+        moved, url = [_frame(t) for t in twins], browser.current_url
+        assert all(m[1] != s[1] for m, s in zip(moved, start)) and "#" in url, (page, moved, url)
+        browser.get("about:blank")
+        _load(browser, url)
+        assert [_frame(t) for t in browser.find_elements(By.CSS_SELECTOR, ".capsedu-twin")] == moved, page
+
+
+QUESTION_PAGES = [p for p in PAGES if re.match(r"book/0[1-7]_", p)]
+
+
+@pytest.mark.parametrize("page", QUESTION_PAGES)
+def test_a_question_reveals_its_answer_only_after_a_choice(browser, server, page):
+    """Each of chapters 1-7 asks before it tells: the answer is hidden until a choice is made,
+    then shown with the glued value, and the choices are locked."""
+    _load(browser, f"{server}/{page}")
+    questions = browser.find_elements(By.CSS_SELECTOR, ".capsedu-predict")
+    assert questions, f"{page}: no predict-then-see question"
+    for question in questions:
+        answer = question.find_element(By.XPATH, "following-sibling::*[1]")
+        body = answer.find_element(By.CSS_SELECTOR, "p:not(.admonition-title)")
+        choices = question.find_elements(By.CSS_SELECTOR, "button.capsedu-choice")
+        assert len(choices) >= 2 and "capsedu-answer" in answer.get_attribute("class")
+        assert not answer.is_displayed(), f"{page}: the answer shows before a choice"
+        browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", question)
+        choices[-1].click()
+        assert body.is_displayed() and body.text.strip() and "{glue" not in body.text, page
+        assert all(not c.is_enabled() for c in choices), f"{page}: a second choice is possible"
+    _shot(questions[0], page.replace("/", "_").replace(".html", "_question.png"))

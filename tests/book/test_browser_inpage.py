@@ -7,7 +7,9 @@ PyTorch's 10 lengths (within 0.02), its class and its coupling coefficients; the
 shows PyTorch's primary-capsule lengths, votes and c_ij of every routing iteration, and answers
 its grid, iteration slider and class picker; a drawn digit is
 read as MNIST's are made (20 x 20 box, centre of mass at the centre); nothing is downloaded
-before the reader asks, and without JavaScript only a note is left. Prints the forward pass's
+before the reader asks, and without JavaScript only a note is left; a view (a drawn digit,
+sliders, the explorer's selection) written to the URL comes back when the URL is opened, and the
+explorer on that drawn digit matches PyTorch, its axes numpy's principal axes. Prints the forward pass's
 time in the browser, the page's weight and each weight file's size.
 
 Uses tests/book/test_browser.py's server, browser and conditions (it skips, or fails under
@@ -264,15 +266,19 @@ def test_the_vote_explorer_answers_its_controls(page):
     assert not _errors(driver.get_log("browser"))
 
 
+def _draw_seven(driver, panel):
+    """A "7" drawn off-centre in the top-left part of the pad: a bar, then a slanted stroke."""
+    pad = panel.find_element(By.CSS_SELECTOR, "canvas.ci-draw")
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", pad)
+    ActionChains(driver).move_to_element_with_offset(pad, -110, -110).click_and_hold() \
+        .move_by_offset(60, 0).move_by_offset(-30, 50).move_by_offset(-15, 40).release().perform()
+
+
 def test_a_drawn_digit_is_read_as_mnist_digits_are_made(page):
     driver, panel, _ = page
     _load_network(page)
     panel.find_element(By.CSS_SELECTOR, "button.ci-clear").click()
-    pad = panel.find_element(By.CSS_SELECTOR, "canvas.ci-draw")
-    driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", pad)
-    # A "7" drawn off-centre in the top-left part of the pad: a bar, then a slanted stroke.
-    ActionChains(driver).move_to_element_with_offset(pad, -110, -110).click_and_hold() \
-        .move_by_offset(60, 0).move_by_offset(-30, 50).move_by_offset(-15, 40).release().perform()
+    _draw_seven(driver, panel)
     image = _pixels(driver, panel.find_element(By.CSS_SELECTOR, "canvas.ci-input")) / 255
     rows, cols = np.nonzero(image > 0.05)
     assert max(np.ptp(rows), np.ptp(cols)) + 1 in (19, 20, 21), "the digit is not scaled into a 20 x 20 box"
@@ -302,5 +308,71 @@ def test_without_javascript_only_the_note_and_the_twin_are_left(server, tmp_path
         assert not panel.find_elements(By.CSS_SELECTOR, ".ci-part")
         twin = driver.find_element(By.CSS_SELECTOR, '.capsedu-twin[data-twin="perturbation"] img')
         assert driver.execute_script("return arguments[0].naturalWidth;", twin) > 0
+    finally:
+        driver.quit()
+
+
+
+# The whole view of the panel after a run: what the network read and decoded, its lengths, the
+# sliders and the explorer's selection (with the dots' radii, which depend on all three).
+VIEW = """var p = arguments[0], x = p.capsedu && p.capsedu.explorer;
+    function px(c) { var d = c.getContext('2d').getImageData(0, 0, 28, 28).data, o = [];
+                     for (var k = 0; k < d.length; k += 4) { o.push(d[k]); } return o; }
+    return x && {input: px(p.querySelector('.ci-input')), recon: px(p.querySelector('.ci-recon')),
+                 lengths: p.querySelector('.ci-lengths').getAttribute('data-lengths'),
+                 digit: p.querySelector('select.ci-digit').value,
+                 sliders: Array.from(p.querySelectorAll('.ci-sliders input')).map(function (s) { return s.value; }),
+                 i: x.i, j: x.j, r: x.r, radii: Array.from(x.radii)};"""
+
+
+def test_the_panels_view_survives_a_reload_from_its_url(server, model, tmp_path_factory):  # noqa: F811
+    """A drawn digit, moved sliders and an explorer selection, written to the URL; that URL
+    opened anew loads the weights and shows the same view. The explorer on the drawn digit
+    matches PyTorch's votes and c_ij, and its two axes are numpy's principal axes."""
+    driver = _browser(tmp_path_factory)
+    try:
+        _load(driver, f"{server}/{PAGE}")
+        panel = driver.find_element(By.CSS_SELECTOR, ".capsedu-inpage")
+        panel.find_element(By.CSS_SELECTOR, ".ci-load-network").click()
+        WebDriverWait(driver, 120).until(lambda d: d.execute_script("return !!arguments[0].querySelector"
+                                                                    "('.ci-load-network').closest('p').hidden;", panel))
+        _draw_seven(driver, panel)
+        WebDriverWait(driver, 30).until(lambda d: d.execute_script(VIEW, panel))
+        explorer = panel.find_element(By.CSS_SELECTOR, ".ci-explorer")
+        label = driver.execute_script(VIEW, panel)["j"]
+        Select(explorer.find_element(By.CSS_SELECTOR, "select.ci-x-class")).select_by_value(str((label + 3) % 10))
+        driver.execute_script("var s = arguments[0].querySelector('input.ci-x-iter'); s.value = 2;"
+                              "s.dispatchEvent(new Event('input'));", explorer)
+        driver.execute_script(SET_SLIDERS, panel, [0.0] * 3 + [0.3, 0.0, -0.2] + [0.0] * 10)
+        view, url = driver.execute_script(VIEW, panel), driver.current_url
+        assert view["r"] == 2 and view["j"] == (label + 3) % 10 and view["digit"] == "drawn"
+        assert "ci-input=d" in url and len(url) < 1000, url
+
+        # the explorer on this drawn digit, against PyTorch and numpy
+        image = torch.tensor(view["input"], dtype=torch.float32).view(1, 1, 28, 28) / 255
+        cfg = model.config
+        with torch.no_grad():
+            u_hat = model.digits.predictions(model.primary(torch.relu(model.conv1(image))))   # (1, 1152, 10, 16)
+            _, history = dynamic_routing(u_hat, cfg.iterations, cfg.routing, True, cfg.squash_k)
+        got = driver.execute_script(EXPLORED, panel)
+        votes = torch.tensor(got["votes"]).view(-1, cfg.digit_dim)
+        assert float((votes - u_hat[0, :, got["label"]]).abs().max()) <= MAX_VOTE_ERROR
+        for r, c in enumerate(got["couplings"]):
+            assert float((torch.tensor(c).view(-1, 10) - history[r][0]).abs().max()) <= MAX_COUPLING_ERROR
+        shown = np.array(driver.execute_script("return arguments[0].capsedu.explorer.axes.map(function (a) {"
+                                               " return Array.from(a); });", panel))        # (2, 16)
+        x = u_hat[0, :, view["j"]].double().numpy()                                     # (1152, 16)
+        _, vectors = np.linalg.eigh(np.cov(x, rowvar=False))
+        assert np.abs((shown * vectors[:, [-1, -2]].T).sum(axis=1)).min() > 0.999   # the same axes, up to sign
+
+        driver.get("about:blank")
+        _load(driver, url)
+        panel = driver.find_element(By.CSS_SELECTOR, ".capsedu-inpage")
+        WebDriverWait(driver, 120).until(lambda d: (d.execute_script(VIEW, panel) or {}).get("sliders")
+                                         == view["sliders"])
+        again = driver.execute_script(VIEW, panel)
+        assert again == view, {k: (view[k], again[k]) for k in view if again[k] != view[k]}
+        _shot(panel, "inpage_restored.png")
+        assert not _errors(driver.get_log("browser"))
     finally:
         driver.quit()

@@ -4,7 +4,9 @@
   var frames = JSON.parse(root.querySelector("script.capsedu-twin-frames").textContent);
   var img = root.querySelector("img.capsedu-twin-frame");
   var inputs = root.querySelectorAll("[data-control]");
-  function show() {
+  var url = window.capseduState, saved = url && url.get(root.id);   // the book's pages only
+  if (saved && frames[saved]) { saved.split("-").forEach(function (v, n) { inputs[n].value = v; }); }
+  function show(ev) {
     var key = [];
     for (var n = 0; n < inputs.length; n++) {
       var el = inputs[n];
@@ -14,6 +16,7 @@
     }
     key = key.join("-");
     if (frames[key]) { img.src = "data:image/png;base64," + frames[key]; img.setAttribute("data-key", key); }
+    if (ev && url) { url.set(root.id, key); }
   }
   for (var n = 0; n < inputs.length; n++) {
     inputs[n].addEventListener("input", show);
