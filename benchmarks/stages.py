@@ -2,6 +2,7 @@
 
 - ``stages``: forward and backward ms of conv1, primary capsules, u_hat, routing,
   lengths + decoder, and the Adam update, each timed on its own (readable and fast path);
+- ``u_hat_read_ms``: one pass over the votes u_hat in the fast path's precision (memory speed);
 - ``routing``: forward ms, backward ms and autograd-graph MB against the number of
   routing iterations r, for the readable loop, the fused one, and the fused one with
   gradients stopped through all but the last iteration;
@@ -57,6 +58,9 @@ def main(argv=None):
               f"fast ({amp})": bench.stage_times(fast, x, y, amp=amp, repeats=a.repeats)}
     with torch.no_grad():
         u_hat = readable.digits.predictions(readable.primary(torch.relu(readable.conv1(x))))
+    # one read of u_hat in the fast path's precision: the unit of routing's memory traffic
+    u_low = u_hat.to({"bf16": torch.bfloat16, "fp16": torch.float16}.get(amp, torch.float32))
+    read_ms = 1e3 * bench.median_seconds(lambda: u_low.sum(), max(a.repeats, 5), device=device)
     rs = [int(r) for r in a.iterations.split(",")]
     routing = {name: bench.routing_cost(u_hat, rs, router, repeats=a.repeats) for name, router in ROUTERS.items()}
     naive = NaiveCapsNet().to(device)
@@ -72,6 +76,7 @@ def main(argv=None):
         **provenance("python benchmarks/stages.py " + " ".join(argv if argv is not None else sys.argv[1:]), str(device)),
         "device": str(device), "batch": a.batch,
         "u_hat_mb": u_hat.numel() * u_hat.element_size() / 2**20,
+        "u_hat_read_ms": {str(u_low.dtype): read_ms},
         "stages": stages, "routing": routing, "graph_mb": graph_mb, "batch_scaling": batch}, indent=2))
 
 

@@ -704,10 +704,10 @@
       state.explore = {j: explore[0], r: explore[1], i: explore[2]};
       if (image) { drawSample(image); state.input = input; state.pending = image; }
       (image ? loadNetwork() : loadDecoder()).then(function () {
+        restoring = false;
         if (!state.decoder) { return; }
         if (/^(\d+|drawn)$/.test(digit) && pick.querySelector('option[value="' + digit + '"]')) { pick.value = digit; }
         (dims || "").split("_").forEach(function (v, d) { if (sliders[d] && isFinite(v)) { sliders[d].value = v / 100; } });
-        restoring = false;
         choose();
       });
     }

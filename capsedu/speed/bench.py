@@ -167,23 +167,26 @@ def stage_times(model, x, y, amp: str = "off", repeats: int = 3) -> List[Dict]:
         inputs = [x]
         for _, fn in stages[:-1]:
             inputs.append(fn(inputs[-1]))
-    for (name, fn), inp in zip(stages, inputs):
+    for k, ((name, fn), inp) in enumerate(zip(stages, inputs)):
         leaf = inp.detach().requires_grad_(inp is not x)
+        # a dense, fixed gradient laid out as the output, as in a step (oneDNN's bf16
+        # backward of conv1 took twice as long for a channels-first one)
+        out_grad = 1e-3 * torch.randn_like(inputs[k + 1], dtype=torch.float32) if k + 1 < len(inputs) else None
 
         def forward(fn=fn, leaf=leaf):
             with autocast(amp, x.device):
                 return fn(leaf)
 
-        def make_loss(forward=forward):
+        def make_loss(forward=forward, out_grad=out_grad):
             model.zero_grad(set_to_none=True)
             out = forward()
             if isinstance(out, tuple):   # the head: the real losses
                 return _losses(x, y, *out)
-            return (out.float() * 1e-3).sum()   # elsewhere: a fixed linear function of the output
+            return (out.float() * out_grad).sum()   # elsewhere: a fixed linear function of the output
 
         rows.append({"stage": name, "forward_ms": 1e3 * median_seconds(forward, repeats, device=x.device),
                      "backward_ms": 1e3 * backward_seconds(make_loss, repeats, device=x.device)})
-    opt = torch.optim.Adam(model.parameters())
+    opt = adam(model.parameters(), 1e-3, x.device)   # as fit makes it
     for p in model.parameters():
         p.grad = torch.zeros_like(p)
     rows.append({"stage": "Adam update", "forward_ms": 0.0,
