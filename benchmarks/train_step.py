@@ -5,9 +5,10 @@ products on the CPU, bf16 where the hardware does it).
 Every contender does forward, margin + reconstruction loss, backward and an Adam step on
 the same batch of real digits. They are timed interleaved in one process, so that machine
 load affects all alike, beside what bounds the fast step: the primary-capsule convolution
-alone (its three passes: forward, input and weight gradients; oneDNN's and the fast path's)
-and one matrix product of the forward pass's FLOPs, the machine's matrix speed. Prints one
-JSON object, with the CPU's model and flags.
+alone (its three passes: forward, input and weight gradients; oneDNN's and the fast path's),
+one matrix product of the forward pass's FLOPs, the machine's matrix speed, and the fast step
+with the votes and routing taken out (``fast_no_routing``: what the rest of the step costs,
+the floor that no routing can go below). Prints one JSON object, with the CPU's model and flags.
 
     python benchmarks/train_step.py [--batch 100] [--rounds 5] [--steps 2] [--device cpu]
 """
@@ -18,6 +19,7 @@ import sys
 import torch
 
 from capsedu.core.capsnet import CapsNet
+from capsedu.core.squashing import squash
 from capsedu.data.mnist import load_dataset
 from capsedu.runtime.allocator import keep_freed_memory
 from capsedu.runtime.device import resolve_amp, resolve_device
@@ -25,6 +27,18 @@ from capsedu.runtime.results import provenance
 from capsedu.speed import bench
 from capsedu.speed.fast import accelerate
 from capsedu.speed.naive import NaiveCapsNet
+
+
+class NoRouting(torch.nn.Module):
+    """Stands in for the votes and routing at almost no cost: one small product of the
+    primary capsules' mean, squashed into 10 digit capsules."""
+
+    def __init__(self, in_dim=8, out_capsules=10, out_dim=16):
+        super().__init__()
+        self.linear, self.shape = torch.nn.Linear(in_dim, out_capsules * out_dim), (out_capsules, out_dim)
+
+    def forward(self, u, return_history=False):
+        return squash(self.linear(u.mean(1)).unflatten(-1, self.shape))
 
 
 def main(argv=None):
@@ -55,6 +69,9 @@ def main(argv=None):
         fns["fast"] = bench.train_step(accelerate(CapsNet().to(device)), x, y, amp=amp, fused=True)
         fns["fast_onednn_conv"] = bench.train_step(accelerate(CapsNet().to(device), gemm_conv=False),
                                                    x, y, amp=amp, fused=True)
+        floor = accelerate(CapsNet().to(device))
+        floor.digits = NoRouting().to(device)
+        fns["fast_no_routing"] = bench.train_step(floor, x, y, amp=amp, fused=True)
         fns["naive_amp"] = bench.train_step(NaiveCapsNet().to(device), x, y, amp=amp)
         fns["conv_amp"] = bench.primary_conv_step(a.batch, device, amp=amp)
         fns["conv_gemm_amp"] = bench.primary_conv_step(a.batch, device, amp=amp, gemm=True)
@@ -62,9 +79,10 @@ def main(argv=None):
                                                    else torch.float16)
     # FLOPs of the fast steps are those of the readable one (same arithmetic); counting
     # them would run the fused routing eagerly (torch.compile does not run under the counter).
-    flops = {k: bench.flop_count(f) for k, f in fns.items() if not k.startswith(("fast", "conv_gemm"))}
-    for k in fns:
-        if k.startswith("fast"):
+    routed = ("fast", "fast_fp32", "fast_onednn_conv")
+    flops = {k: bench.flop_count(f) for k, f in fns.items() if k not in routed and k != "conv_gemm_amp"}
+    for k in routed:
+        if k in fns:
             flops[k] = flops["readable"]
     if "conv_gemm_amp" in fns:
         flops["conv_gemm_amp"] = flops["conv_amp"]
@@ -94,8 +112,11 @@ def main(argv=None):
         **({"conv_passes_vs_matmul": sec["conv_gemm_amp"] / (3 * sec["matmul_amp"]),
             "onednn_conv_passes_vs_matmul": sec["conv_amp"] / (3 * sec["matmul_amp"]),
             "fast_step_vs_conv_passes": sec["fast"] / sec["conv_gemm_amp"],
-            "seconds": {k: sec[k] for k in ("fast", "fast_onednn_conv", "conv_amp", "conv_gemm_amp",
-                                            "matmul_amp")}} if amp != "off" else {}),
+            # the same two ratios with the votes and routing free: the ceiling of this design
+            "no_routing_vs_conv_passes": sec["fast_no_routing"] / sec["conv_gemm_amp"],
+            "no_routing_vs_naive": sec["naive"] / sec["fast_no_routing"],
+            "seconds": {k: sec[k] for k in ("fast", "fast_no_routing", "fast_onednn_conv", "conv_amp",
+                                            "conv_gemm_amp", "matmul_amp")}} if amp != "off" else {}),
         "seconds_per_call_all_rounds": times,
     }
     print(json.dumps(result, indent=2))
