@@ -303,7 +303,8 @@ def test_without_javascript_only_the_note_and_the_twin_are_left(server, tmp_path
     driver = _browser(tmp_path_factory, javascript=False)
     try:
         driver.get(f"{server}/{PAGE}")
-        panel = driver.find_element(By.CSS_SELECTOR, ".capsedu-inpage")
+        # once in CI the element was not there yet when get() returned (it passed on a rerun)
+        panel = WebDriverWait(driver, 30).until(lambda d: d.find_element(By.CSS_SELECTOR, ".capsedu-inpage"))
         assert panel.find_element(By.CSS_SELECTOR, ".capsedu-inpage-note").is_displayed()
         assert not panel.find_elements(By.CSS_SELECTOR, ".ci-part")
         twin = driver.find_element(By.CSS_SELECTOR, '.capsedu-twin[data-twin="perturbation"] img')
