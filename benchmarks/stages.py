@@ -23,7 +23,7 @@ from capsedu.core.capsnet import CapsNet
 from capsedu.core.routing import dynamic_routing
 from capsedu.data.mnist import load_dataset
 from capsedu.runtime.allocator import keep_freed_memory
-from capsedu.runtime.device import resolve_amp, resolve_device
+from capsedu.runtime.device import amp_dtype, resolve_amp, resolve_device
 from capsedu.runtime.results import provenance
 from capsedu.speed import bench
 from capsedu.speed.fast import accelerate, fused_routing
@@ -59,7 +59,7 @@ def main(argv=None):
     with torch.no_grad():
         u_hat = readable.digits.predictions(readable.primary(torch.relu(readable.conv1(x))))
     # one read of u_hat in the fast path's precision: the unit of routing's memory traffic
-    u_low = u_hat.to({"bf16": torch.bfloat16, "fp16": torch.float16}.get(amp, torch.float32))
+    u_low = u_hat.to(amp_dtype(amp))
     read_ms = 1e3 * bench.median_seconds(lambda: u_low.sum(), max(a.repeats, 5), device=device)
     rs = [int(r) for r in a.iterations.split(",")]
     routing = {name: bench.routing_cost(u_hat, rs, router, repeats=a.repeats) for name, router in ROUTERS.items()}

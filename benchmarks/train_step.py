@@ -22,7 +22,7 @@ from capsedu.core.capsnet import CapsNet
 from capsedu.core.squashing import squash
 from capsedu.data.mnist import load_dataset
 from capsedu.runtime.allocator import keep_freed_memory
-from capsedu.runtime.device import resolve_amp, resolve_device
+from capsedu.runtime.device import amp_dtype, resolve_amp, resolve_device
 from capsedu.runtime.results import provenance
 from capsedu.speed import bench
 from capsedu.speed.fast import accelerate
@@ -75,8 +75,7 @@ def main(argv=None):
         fns["naive_amp"] = bench.train_step(NaiveCapsNet().to(device), x, y, amp=amp)
         fns["conv_amp"] = bench.primary_conv_step(a.batch, device, amp=amp)
         fns["conv_gemm_amp"] = bench.primary_conv_step(a.batch, device, amp=amp, gemm=True)
-        fns["matmul_amp"] = bench.matmul_like_conv(a.batch, device, torch.bfloat16 if amp == "bf16"
-                                                   else torch.float16)
+        fns["matmul_amp"] = bench.matmul_like_conv(a.batch, device, amp_dtype(amp))
     # FLOPs of the fast steps are those of the readable one (same arithmetic); counting
     # them would run the fused routing eagerly (torch.compile does not run under the counter).
     routed = ("fast", "fast_fp32", "fast_onednn_conv")

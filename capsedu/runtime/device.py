@@ -31,7 +31,7 @@ import torch
 
 from capsedu import AMP_CHOICES
 
-__all__ = ["resolve_device", "resolve_amp", "auto_amp", "autocast", "grad_scaler", "adam",
+__all__ = ["resolve_device", "resolve_amp", "auto_amp", "amp_dtype", "autocast", "grad_scaler", "adam",
            "cuda_capability", "cpu_has_native_bf16", "cpuinfo", "cpu_name", "hardware"]
 
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -126,6 +126,11 @@ def resolve_amp(amp, device) -> str:
         raise ValueError(f"amp='bf16' needs a GPU with native bf16 (compute capability 8.0 or more); this one "
                          f"has {major}.{minor}: use amp='fp16' or 'auto'")
     return amp
+
+
+def amp_dtype(amp: str) -> torch.dtype:
+    """The dtype a resolved precision ("off", "bf16", "fp16") computes in."""
+    return torch.float32 if amp == "off" else _DTYPES[amp]
 
 
 def autocast(amp: str, device):

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 from capsedu.core.losses import margin_loss, reconstruction_loss
 from capsedu.core.squashing import safe_norm
-from capsedu.runtime.device import adam, autocast
+from capsedu.runtime.device import adam, amp_dtype, autocast
 
 __all__ = ["estimate_fit_seconds", "about", "median_seconds",
            "interleaved", "medians", "train_step", "backward_seconds", "stage_times", "profile_table",
@@ -291,7 +291,7 @@ def primary_conv_step(batch: int, device="cpu", amp: str = "off", gemm: bool = F
     layout = torch.channels_last if gemm else torch.contiguous_format
     conv = (GemmConv2d if gemm else torch.nn.Conv2d)(256, 256, 9, 2).to(device, memory_format=layout)
     # Under autocast the step's conv1 already hands over low-precision features: do the same.
-    dtype = {"off": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[amp]
+    dtype = amp_dtype(amp)
     feats = torch.rand(batch, 256, 20, 20, device=device, dtype=dtype).to(memory_format=layout)
     feats.requires_grad_()
     grad = torch.randn(batch, 256, 6, 6, device=device)  # a real gradient, not sum()'s broadcast ones

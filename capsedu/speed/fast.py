@@ -6,7 +6,7 @@ same gradients:
 
 - ``fused_routing``: ``capsedu.core.routing.dynamic_routing`` itself, compiled with ``torch.compile``
   into a few fused kernels (the eager loop launches ~10 small operations per
-  iteration); on the CPU the votes are first copied with ``i`` innermost, the order of
+  iteration); compiled on the CPU, it first copies the votes with ``i`` innermost, the order of
   routing's sums. ``detach_inner=True`` stops gradients through all but the last
   iteration, as several public implementations do; that changes the gradients, so
   it is off by default and chapter 8 measures what it costs in accuracy.
@@ -64,27 +64,27 @@ def fused_routing(u_hat: torch.Tensor, iterations: int = 3, mode: str = "hinton"
     if return_history:
         raise ValueError("fused_routing keeps no history; call capsedu.core.routing.dynamic_routing for it")
     dynamic_routing(u_hat[:0], iterations, mode)  # its argument check, eagerly, on an empty batch (no work)
-    if u_hat.device.type == "cpu":
-        # The votes copied with i innermost: the compiled CPU kernels then vectorise routing's
-        # sums over i, where with core's layout they sum 16 numbers per vote (the whole step a
-        # few percent faster, copy included). Core keeps its layout: with i innermost, its
-        # einsum's backward is slow for a gradient laid out like the votes.
-        u_hat = u_hat.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2)
     # Without autograd, detaching changes nothing: one compiled variant fewer.
-    args = (u_hat, iterations, mode, False, float(squash_k), bool(detach_inner) and torch.is_grad_enabled())
+    args = (iterations, mode, False, float(squash_k), bool(detach_inner) and torch.is_grad_enabled())
     if compile and not _compile_failed and not _dispatch_mode_active():
+        if u_hat.device.type == "cpu":
+            # The votes copied with i innermost: the compiled CPU kernels then vectorise routing's
+            # sums over i, where with core's layout they sum 16 numbers per vote (the whole step
+            # a few percent faster, copy included). Core keeps its layout: with i innermost, its
+            # einsum's backward is slow for a gradient laid out like the votes.
+            u_hat = u_hat.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2)
         # One kernel for every batch size (training batches, a smaller last batch,
         # evaluation batches) rather than one compilation per size.
         torch._dynamo.maybe_mark_dynamic(u_hat, 0)
         limit = max(RECOMPILE_LIMIT, torch._dynamo.config.recompile_limit)
         try:
             with torch._dynamo.config.patch(recompile_limit=limit):
-                return _compiled_loop()(*args)
+                return _compiled_loop()(u_hat, *args)
         except Exception as err:  # compilation problems surface at the first call
             _compile_failed = True
             warnings.warn(f"capsedu.speed.fast: torch.compile failed ({type(err).__name__}: {err}); "
                           "routing runs eagerly instead", RuntimeWarning, stacklevel=2)
-    return dynamic_routing(*args)
+    return dynamic_routing(u_hat, *args)
 
 
 def accelerate(model: nn.Module, compile_routing: bool = True, detach_inner: bool = False,
