@@ -17,6 +17,9 @@ capsedu() { python -m capsedu "$@" --no-progress > /dev/null; }
 capsedu two-digits --preset long --out results/two_digits_long
 # Chapter 7: the control, Su's head with one routing iteration (summing the votes without routing).
 capsedu two-digits --preset long --models capsule-su-r1 --iterations 1 --out results/two_digits_r1
+# Chapter 7: the rerun with per-item outcomes: 5 seeds of the four heads, the one-iteration head and the two
+# controls (sum pooling; capsules with averaged votes), one file per (model, seed).
+capsedu two-digits --preset long-items --out results/two_digits_items
 # Chapter 7: the investigation, each setting changed on its own from the investigation preset, 3 seeds
 # (the runs stored before 2026-12-03 name --preset quick, whose settings these were then).
 mkdir -p results/two_digits_variants

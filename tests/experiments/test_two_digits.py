@@ -15,6 +15,7 @@ import torch
 
 from capsedu import cli
 from capsedu.core.params import count_parameters
+from capsedu.core.squashing import safe_norm, squash
 from capsedu.experiments.two_digits.config import (
     HEADS,
     LAYOUTS,
@@ -177,6 +178,7 @@ def test_models_are_about_270k_parameters_and_take_any_image_size():
     assert counts["capsule-su"] == counts["capsule-hinton"] == counts["capsule-su-march"] == 279_488  # 259,008 conv + 10*16*128 W
     assert counts["pooling"] == 276_810
     assert make_model("capsule-su-r1", iterations=3).capsules.iterations == 1   # the control's own name
+    assert counts["pooling-sum"] == counts["pooling"] and counts["capsule-mean"] == counts["capsule-su"]
     torch.manual_seed(0)
     model = make_model("capsule-su").eval()
     with torch.no_grad():
@@ -329,6 +331,25 @@ def test_experiment_rejects_bad_data_and_config(digits):
         two_digit_experiment(digits, {"epochs": 1})
 
 
+def test_the_controls_sum_and_average_what_their_names_say():
+    """pooling-sum sums the grid where pooling averages it; capsule-mean averages the votes where one routing
+    iteration (uniform c = 1/10) sums them."""
+    torch.manual_seed(0)
+    x = torch.rand(2, 1, 28, 28)
+    for name in ("pooling", "pooling-sum", "capsule-mean", "capsule-su-r1"):
+        model = make_model(name).eval()
+        f = model.features(x)
+        with torch.no_grad():
+            if name.startswith("pooling"):
+                pooled = f.sum(dim=(2, 3)) if name == "pooling-sum" else f.mean(dim=(2, 3))
+                assert torch.allclose(model(x), model.head(pooled))
+            else:
+                u = f.flatten(2).transpose(1, 2)
+                votes = model.capsules.predictions(u)             # (B, N_in, 10, 16)
+                s = votes.mean(dim=1) if name == "capsule-mean" else votes.sum(dim=1) / 10
+                assert torch.allclose(model(x), safe_norm(squash(s, k=0.5), dim=-1))
+
+
 def test_presets_follow_su_where_they_say_so():
     assert PRESETS["full"].epochs == SU_EPOCHS and PRESETS["full"].batch_size == 128
     assert PRESETS["full"].lr_schedule == "constant" and PRESETS["full"].source == "auto"
@@ -338,6 +359,8 @@ def test_presets_follow_su_where_they_say_so():
     assert PRESETS["long"].models == HEADS              # the stored run: every head but the control
     assert PRESETS["quick"].models == ("pooling", "capsule-su")  # the preview: the two its 3 minutes allow
     assert len(PRESETS["long"].seeds) >= 3 and PRESETS["long"].curve
+    items = PRESETS["long-items"]                        # the rerun: >= 5 seeds, every head and control
+    assert len(items.seeds) >= 5 and set(items.models) == set(MODELS) and set(items.epochs.values()) == {12}
 
 
 def test_the_stored_investigation_baseline_is_the_investigation_preset():

@@ -19,6 +19,9 @@ MODELS = {
     "capsule-hinton": "shared-weight capsules, Hinton's routing (b <- b + <u_hat, v>)",
     "capsule-su-march": "shared-weight capsules, Su's March routing (b <- <u_hat, s/|s|>, one squash at the end)",
     "capsule-su-r1": "shared-weight capsules, one routing iteration (uniform couplings: the votes summed)",
+    # the controls that separate summing from routing and from capsules (issue 51)
+    "pooling-sum": "global sum pooling -> dense 128 -> 10 sigmoids (summing without capsules)",
+    "capsule-mean": "shared-weight capsules, the votes averaged (capsules without routing or summing)",
 }
 HEADS = ("pooling", "capsule-su", "capsule-hinton", "capsule-su-march")
 # vertical: Su's script (56x28); horizontal: his prose (28x56); overlapping: MultiMNIST-style 36x36.
@@ -107,6 +110,10 @@ PRESETS: Dict[str, TwoDigitConfig] = {
     "full": TwoDigitConfig(epochs=SU_EPOCHS, batch_size=128, lr_schedule="constant", n_pairs=10000, source="auto"),
     # the stored CPU run (results/two_digits_long), with the learning curve
     "long": TwoDigitConfig(epochs=12, curve=True, **_SAMPLE),
+    # the same budget with 5 seeds, per-item outcomes, the one-iteration head and the two controls
+    # (results/two_digits_items)
+    "long-items": TwoDigitConfig(models=HEADS + ("capsule-su-r1", "pooling-sum", "capsule-mean"),
+                                 seeds=(0, 1, 2, 3, 4), epochs=12, curve=True, **_SAMPLE),
 }
 
 

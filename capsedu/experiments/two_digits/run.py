@@ -16,6 +16,7 @@ from tqdm.auto import tqdm
 from capsedu.core.heads import CapsuleClassifier, PoolingClassifier
 from capsedu.experiments.shared.keras_init import keras_init_
 from capsedu.core.params import count_parameters
+from capsedu.core.squashing import safe_norm, squash
 from capsedu.data.pairs import overlapping_pairs, two_digit_pairs
 from capsedu.experiments.shared.runs import spread_table, start_experiment
 from capsedu.experiments.two_digits.config import INITS, LAYOUTS, MODELS, TwoDigitConfig
@@ -40,6 +41,22 @@ def pair_metrics(scores: torch.Tensor, targets: torch.Tensor) -> Dict[str, float
             "ties": (lowest_true == highest_false).float().mean().item()}
 
 
+class SumPoolingClassifier(PoolingClassifier):
+    """The control "pooling-sum": pooling's network with the grid summed, not averaged (summing, no capsules)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.features(x).sum(dim=(2, 3)))
+
+
+class AveragedVotesClassifier(CapsuleClassifier):
+    """The control "capsule-mean": capsule-su's network with v_j = squash(mean_i u_hat_j|i) (capsules, no sum)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        u = self.features(x).flatten(2).transpose(1, 2)
+        v = squash(self.capsules.predictions(u).mean(dim=1), k=self.capsules.squash_k)
+        return safe_norm(v, dim=-1)
+
+
 def make_model(name: str, squash_k: float = 0.5, iterations: int = 3, init: str = "keras") -> nn.Module:
     """One of ``MODELS``; ``init="keras"``: Su's initialisation (Keras's defaults), ``"torch"``: PyTorch's."""
     if name not in MODELS:
@@ -48,6 +65,10 @@ def make_model(name: str, squash_k: float = 0.5, iterations: int = 3, init: str 
         raise ValueError(f"unknown init {init!r}; expected one of {INITS}")
     if name == "pooling":
         model = PoolingClassifier()
+    elif name == "pooling-sum":
+        model = SumPoolingClassifier()
+    elif name == "capsule-mean":
+        model = AveragedVotesClassifier(squash_k=squash_k, iterations=1)
     elif name == "capsule-su-r1":  # its own name, so that no stored run calls two heads alike
         model = CapsuleClassifier(routing="su", squash_k=squash_k, iterations=1)
     else:  # "capsule-su" -> routing "su", "capsule-su-march" -> "su-march"
