@@ -1,5 +1,5 @@
 """Wall time of every chapter, executed top to bottom in one mode, and the lines each
-prints about accuracy and data. Prints one JSON object (the table in chapter 0 reads the
+prints about accuracy and data. Prints one JSON object (the table in book/appendix_build.ipynb reads the
 quick-mode runs stored under results/, and gpu_check.sh stores a gpu-mode run).
 
     python benchmarks/chapters.py --mode quick                      # the book build's budget

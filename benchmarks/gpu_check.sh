@@ -32,7 +32,7 @@ done
 case "$part" in chapters|speed|all) ;; *) echo "--part must be chapters, speed or all" >&2; exit 2 ;; esac
 parts="$(mktemp -d)"
 if [ "$dry" = 1 ]; then
-  device=cpu mode=smoke size=96 batch=16 epochs=1 rounds=1 chapters=(book/00_setup.ipynb) test=(--test-limit 64)
+  device=cpu mode=smoke size=96 batch=16 epochs=1 rounds=1 chapters=(book/appendix_build.ipynb) test=(--test-limit 64)
   stage_args=(--batch 4 --batches 4,8 --iterations 1,3 --repeats 1) growth_args=(--batch 2 --rounds 1)
   out="${1:-$(mktemp -d)}"
 else

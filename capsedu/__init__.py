@@ -28,8 +28,8 @@ The mode (``CAPSEDU_MODE``) sets how much each chapter trains, one code path for
 | "full"  | longer runs, opt-in (ch. 5: 30 epochs) | all of MNIST                 | 10-30 min on a T4 (estimated) |
 
 Unset, the mode is "gpu" where a CUDA or MPS device is present and "quick" elsewhere.
-Chapter 0 (``book/00_setup.ipynb``) tabulates what each chapter trains in quick mode, the appendix
-(``book/appendix_scale.ipynb``) in the others (``capsedu.reports.chapter_plan``).
+The appendix ``book/appendix_build.ipynb`` tabulates what each chapter trains in quick mode,
+``book/appendix_scale.ipynb`` in the others (``capsedu.reports.chapter_plan``).
 """
 import os
 
@@ -83,7 +83,7 @@ def by_mode(*, smoke, quick, gpu, full):
     return {"smoke": smoke, "quick": quick, "gpu": gpu, "full": full}[current_mode()]
 
 
-# The one mode table: chapter 0 renders it, book/intro.md repeats it (tests/figures/test_mode_table.py
+# The one mode table: book/appendix_build.ipynb renders it, book/intro.md repeats it (tests/figures/test_mode_table.py
 # checks the copy), and the docstring above summarises it. Rows: mode, for, data, budget per chapter.
 MODE_TABLE = (
     ("smoke", "the notebook tests: every code path", "a few dozen sample digits, a few steps", "seconds"),
