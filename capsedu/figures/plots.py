@@ -112,11 +112,11 @@ class SquashPlot(FramePlot):
 class RoutingPlot(FramePlot):
     """Toy 2-D routing (3 parents) and a CapsNet input: the digit, its c_ij heat map and |v_j|, at one iteration.
 
-    Two rows, 10 x 7.4 inches at 72 dpi (720 px, the book's column), so that its 10-11 pt text
-    stays 10 px or more on the page."""
+    Two rows, 9.7 x 7.2 inches at 72 dpi (698 px, within a 700 px column, so never scaled down), so
+    that its 10-11 pt text stays 10 px or more on the page."""
 
     def __init__(self, toy: torch.Tensor, capsnet: Optional[tuple] = None, rows: int = 40):
-        super().__init__(10, 7.4 if capsnet is not None else 3.9)
+        super().__init__(9.7, 7.2 if capsnet is not None else 3.8)
         self.toy, self.capsnet = toy, capsnet
         grid = self.fig.add_gridspec(2 if capsnet is not None else 1, 6)
         axes = [self.fig.add_subplot(grid[0, 2 * j:2 * j + 2]) for j in range(3)]
