@@ -81,12 +81,13 @@ def neuron_vs_capsule_figure():
     weights = np.array([0.7, 1.1, -0.4])
     activation = 1 / (1 + np.exp(-(inputs @ weights)))
     for i, (x, wt) in enumerate(zip(inputs, weights)):
-        left.annotate("", xy=(0.75, 0.5), xytext=(0.1, 0.15 + 0.35 * i),
+        left.annotate("", xy=(0.75, 0.5), xytext=(0.17, 0.15 + 0.35 * i),
                       arrowprops=dict(arrowstyle="->", color="0.4"))
-        left.text(0.02, 0.15 + 0.35 * i, f"x={x:.1f}", va="center", fontsize=9)
-        left.text(0.38, 0.22 + 0.22 * i, f"w={wt:+.1f}", fontsize=8, color="0.35")
+        left.text(0.02, 0.15 + 0.35 * i, f"x={x:.1f}", va="center", fontsize=10)
+        y = 0.15 + 0.35 * i + (0.35 - 0.35 * i) * 0.15 / 0.58     # the arrow's height at x = 0.32
+        left.text(0.32, y + (0.05 if i else -0.1), f"w={wt:+.1f}", fontsize=10, color="0.35")   # off the line
     left.add_patch(plt.Circle((0.82, 0.5), 0.08, fc="#c6dbef", ec="0.3"))
-    left.text(0.82, 0.27, f"one number: σ(w·x) = {activation:.2f}", ha="center", fontsize=9)
+    left.text(0.8, 0.25, f"one number: σ(w·x) = {activation:.2f}", ha="center", fontsize=10)
     left.set(xlim=(0, 1.1), ylim=(0, 1), aspect="equal", title="a neuron: how likely is the feature?")
     left.axis("off")
     for length, degrees, style, label in ((0.9, 35, "-", "present: long"), (0.25, 10, "--", "absent: short")):
@@ -94,11 +95,11 @@ def neuron_vs_capsule_figure():
         right.annotate("", xy=(length * np.cos(angle), length * np.sin(angle)), xytext=(0, 0),
                        arrowprops=dict(arrowstyle="-|>", color="tab:red" if length > 0.5 else "0.5", lw=2,
                                        linestyle=style))
-        right.text(length * np.cos(angle) + 0.03, length * np.sin(angle), label, fontsize=9)
+        right.text(length * np.cos(angle) + 0.03, length * np.sin(angle), label, fontsize=10)
     tilted = np.deg2rad(80)
     right.annotate("", xy=(0.9 * np.cos(tilted), 0.9 * np.sin(tilted)), xytext=(0, 0),
                    arrowprops=dict(arrowstyle="-|>", color="tab:blue", lw=2))
-    right.text(0.9 * np.cos(tilted) + 0.03, 0.9 * np.sin(tilted), "same feature, other pose", fontsize=9)
+    right.text(0.9 * np.cos(tilted) + 0.03, 0.9 * np.sin(tilted), "same feature, other pose", fontsize=10)
     right.add_patch(plt.Circle((0, 0), 1, fill=False, ls=":", color="0.6"))
     right.set(xlim=(-0.2, 1.3), ylim=(-0.1, 1.1), aspect="equal",
               title="a capsule: length = how likely, direction = pose")
