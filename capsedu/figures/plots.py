@@ -67,8 +67,9 @@ class SquashPlot(FramePlot):
     """Length maps of the squash (slider k) and of the chosen variants; one example length marked."""
 
     def __init__(self):
-        super().__init__(6.4, 3.6)
+        super().__init__(9.4, 5.2)               # 677 px at 72 dpi: the column's width, unscaled
         self.ax = ax = self.fig.add_subplot()
+        ax.tick_params(labelsize=12)
         base = squash_curves(1.0)
         # the variants are drawn over the black curve, the paper's and Su's dashed, so that at
         # k = 1 (or 0.5) the curve it coincides with still shows on top of the black one
@@ -78,9 +79,11 @@ class SquashPlot(FramePlot):
         self.main, = ax.plot(base["n"], base["squash"], color="black", lw=3.5, zorder=2)
         self.marker = ax.axvline(1.0, color="0.5", ls="--", lw=0.8)
         self.dots = ax.scatter([], [], color="black", zorder=3, s=18)
-        self.note = ax.text(0.98, 0.04, "", transform=ax.transAxes, ha="right", va="bottom", fontsize=10)
-        ax.set(xlim=(0, 4), ylim=(0, 1.02), xlabel="input length |s|", ylabel="output length |v|")
-        ax.set_title("length maps: the squash with slider k (black) and the chosen variants", fontsize=10)
+        self.note = ax.text(0.98, 0.04, "", transform=ax.transAxes, ha="right", va="bottom", fontsize=12)
+        ax.set(xlim=(0, 4), ylim=(0, 1.02))
+        ax.set_xlabel("input length |s|", fontsize=13)
+        ax.set_ylabel("output length |v|", fontsize=13)
+        ax.set_title("length maps: the squash with slider k (black) and the chosen variants", fontsize=13)
         self.moving = [self.main, *self.lines.values(), self.marker, self.dots, self.note]   # drawn in order
         self.legend = None
         self.state = None
@@ -102,7 +105,7 @@ class SquashPlot(FramePlot):
         if self.legend is not None:
             self.moving.remove(self.legend)
         self.legend = self.ax.legend(handles=[self.main, *[self.lines[n] for n in SQUASH_VARIANTS if n in names]],
-                                     loc="upper left", fontsize=10)
+                                     loc="upper left", fontsize=12)
         self.legend.set_animated(self._background is not None)
         self.moving.append(self.legend)
         self.state = {"k": k, "names": tuple(names), "example": example, "curves": curves, "point": point}
