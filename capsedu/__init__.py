@@ -84,7 +84,8 @@ def by_mode(*, smoke, quick, gpu, full):
 
 
 # The one mode table: book/appendix_build.ipynb renders it, book/intro.md repeats it
-# (tests/figures/test_mode_table.py checks the copy), and the docstring above summarises it. Rows: mode, for, data, budget per chapter.
+# (tests/figures/test_mode_table.py checks the copy), and the docstring above summarises it.
+# Rows: mode, for, data, budget per chapter.
 MODE_TABLE = (
     ("smoke", "the notebook tests: every code path", "a few dozen sample digits, a few steps", "seconds"),
     ("quick", "a 2-core CPU without network; the book build", "the 10,000 MNIST digits embedded in capsedu",
