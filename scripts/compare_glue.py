@@ -15,6 +15,8 @@ import json
 import re
 from pathlib import Path
 
+from myst_nb.core.variables import format_plain_text
+
 USES = re.compile(r"\{glue(?::text|:)?\}`([^`:]+)(?::([^`]*))?`")
 
 
@@ -35,12 +37,11 @@ def glued(path: Path):
 
 
 def as_printed(text: str, spec: str):
-    if not spec:
-        return text
+    """What ``{glue:text}`name:spec``` prints (myst-nb's own formatting), or the error it would raise."""
     try:
-        return format(float(text), spec)
-    except ValueError:
-        return text
+        return format_plain_text(text, spec)
+    except (TypeError, ValueError) as err:
+        return f"{type(err).__name__}: {err}"
 
 
 def compare(before: Path, after: Path, names=None):
@@ -51,7 +52,7 @@ def compare(before: Path, after: Path, names=None):
         differ = {}
         for name in sorted(set(old) & set(new)):
             if old[name] != new[name]:
-                specs = sorted(formats.get(name, {""}))
+                specs = sorted(formats.get(name) or {""})
                 printed = [(as_printed(old[name], s), as_printed(new[name], s)) for s in specs]
                 differ[name] = {"before": old[name], "after": new[name], "formats": specs,
                                 "equal_as_printed": all(a == b for a, b in printed)}
