@@ -19,7 +19,8 @@ from capsedu.runtime.arguments import check_config
 from capsedu.experiments.shared.runs import Tester, spread_table, start_experiment, train_epochs
 from capsedu.methods.tutorial_capsnet import MNIST_MEAN, MNIST_STD, TUTORIAL_TRAINING, TutorialCapsNet, tutorial_loss
 
-__all__ = ["MODELS", "TutorialConfig", "PRESETS", "tutorial_vs_fixed", "summarise"]
+__all__ = ["MODELS", "TutorialConfig", "PRESETS", "tutorial_vs_fixed", "summarise", "CLAIMS", "PRINTED",
+           "with_printed", "readable"]
 
 MODELS = {"tutorial": "the tutorial code re-created, pitfalls included, trained as it trains",
           "fixed": "capsedu's CapsNet, trained as the paper (shifts, squared margins, summed reconstruction)"}
@@ -135,3 +136,29 @@ def summarise(runs: List[Dict], config: TutorialConfig) -> Dict:
     def head(name, mine):
         return {"model": name, "about": MODELS[name], "params": mine[0]["params"], "seeds": len(mine)}
     return {"table": spread_table(runs, "model", config.models, ("test",), head)}
+
+
+# Chapter 11's two compared claims, for ``capsedu.reports.verdicts.rows_for`` (the page and the ledger):
+# the gap, primary; the tutorial's printed accuracy against its network's, Holm-adjusted (a family of one).
+PRINTED = "tutorial as printed"
+CLAIMS = ({"a": "fixed", "b": "tutorial", "field": "test", "misses": "test", "primary": True},
+          {"a": PRINTED, "b": "tutorial", "field": "test"})
+
+
+def with_printed(runs: List[Dict]) -> List[Dict]:
+    """``runs`` and, per tutorial seed, a run ``PRINTED`` holding what the tutorial's own code printed after its
+    last epoch (the class of the decoder's mask) as its test accuracy."""
+    return [*runs, *({"model": PRINTED, "seed": r["seed"], "test": r["epochs"][-1]["test_as_reported"]}
+                     for r in runs if r["model"] == "tutorial")]
+
+
+def readable(data: Dict) -> None:
+    """Raises (KeyError, ValueError) where the runs lack a field chapter 11 reads, or a model."""
+    [data["settings"][k] for k in ("epochs", "batch_size", "n_train", "n_test", "source")]
+    for r in data["runs"]:
+        [r[k] for k in ("model", "seed", "params", "test", "seconds", "steps", "misses", "epochs")]
+        [(e["epoch"], e["test"]) for e in r["epochs"]] + [r["misses"]["test"]]
+        if r["model"] == "tutorial":
+            [r["test_changed_by_batching"], r["non_finite_steps"], r["epochs"][-1]["test_as_reported"]]
+    if {r["model"] for r in data["runs"]} != set(MODELS):
+        raise ValueError("the stored run does not hold both models yet")

@@ -14,15 +14,14 @@ from dataclasses import dataclass
 from html import escape
 from typing import Dict, List, Optional
 
-from capsedu.experiments import ablation, multimnist, robustness
+from capsedu.experiments import ablation, multimnist, robustness, tutorial_vs_fixed
 from capsedu.experiments.shared.runs import stored_or_preview
 from capsedu.figures.tables import render_table
 from capsedu.reports import paper, routing_cost, two_digits
 from capsedu.reports.paper_exp23 import ablation_report, multimnist_report
 from capsedu.reports.routing import routing_report
 from capsedu.reports.stats import paired_difference
-from capsedu.reports.tutorial import tutorial_report
-from capsedu.reports.verdicts import CANNOT_TELL, FAILS, HOLDS, allows, compare, interval_text, judge
+from capsedu.reports.verdicts import CANNOT_TELL, FAILS, HOLDS, allows, compare, interval_text, judge, rows_for
 
 __all__ = ["CLAIMS", "ROUTING", "Entry", "Ledger", "claim_ledger"]
 
@@ -176,15 +175,20 @@ def _chapter10(sample) -> Dict[str, Dict]:
 
 
 def _chapter11(sample) -> Dict[str, Dict]:
-    tvf, _ = tutorial_report(_stored("tutorial_vs_fixed"), sample)
-    if not tvf.stored:
-        raise FileNotFoundError("results/tutorial_vs_fixed is not readable")
-    budget = _budget(tvf.epochs, tvf.n_train, len(tvf.seeds))
-    gap, report = tvf.rows
-    changed = tvf.changed      # per seed, the test digits whose prediction moved when only the batches changed
-    return {"gap": {**gap, "budget": budget}, "report": {**report, "verdict": tvf.report_verdict, "budget": budget},
-            "batch": {"comparison": None, "verdict": tvf.batch_verdict, "budget": budget,
-                      "ours": f"changed for {', '.join(map(str, changed))} of {tvf.n_test:,} digits, seed by seed"}}
+    """Chapter 11's claims on its stored run, with the page's own rows (``tutorial_vs_fixed.CLAIMS``)."""
+    data = _stored("tutorial_vs_fixed")
+    tutorial_vs_fixed.readable(data)
+    s, runs = data["settings"], data["runs"]
+    n_test = s["n_test"] or len(sample.x_test)
+    gap, printed = rows_for(list(tutorial_vs_fixed.CLAIMS), tutorial_vs_fixed.with_printed(runs), n_test)
+    budget = _budget(s["epochs"], s["n_train"] or len(sample.x_train), len(gap["comparison"]["seeds"]))
+    changed = [r["test_changed_by_batching"] for r in runs if r["model"] == "tutorial"]   # seed by seed
+    return {"gap": {**gap, "budget": budget},
+            "report": {**printed, "verdict": HOLDS if printed["verdict"] != CANNOT_TELL else CANNOT_TELL,
+                       "budget": budget},
+            "batch": {"comparison": None, "budget": budget,
+                      "verdict": FAILS if min(changed) > 0 else HOLDS if max(changed) == 0 else CANNOT_TELL,
+                      "ours": f"changed for {', '.join(map(str, changed))} of {n_test:,} digits, seed by seed"}}
 
 
 @dataclass

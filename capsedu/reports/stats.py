@@ -1,17 +1,13 @@
 """How sure a comparison is: paired differences over seeds, McNemar on the same test items, detectable sizes.
 
-numpy and the standard library only. The book's comparisons of two models (chapters 3 and 7 to 11)
-are reported with these numbers:
+The distributions come from scipy and statsmodels; only the book's seeds-and-items interval is written
+here. The book's comparisons of two models (chapters 3 and 7 to 11) are reported with these numbers:
 
 - ``paired_difference(a, b)``: seed i of model a against seed i of model b; the mean difference
   with its 95% Student-t interval and the paired t-test's two-sided p-value.
-- ``mcnemar(a_correct, b_correct)``: the exact McNemar test on one test set: only the items on
-  which the two models disagree count; under "no difference" each such item goes either way
-  with probability 1/2.
+- ``mcnemar(a_correct, b_correct)``: the exact McNemar test on one test set.
 - ``seeds_and_items(differences)``: the same mean difference with a 95% interval that covers both
-  sources of chance, the seeds and the test items (every seed is tested on the same items): the seed
-  t-interval's variance with the items' variance added, each counted once (the two-way random-effects
-  variance of a mean; Satterthwaite's degrees of freedom).
+  sources of chance, the seeds and the test items (every seed is tested on the same items).
 - ``mcnemar_pooled(counts)``: McNemar's exact test on the discordant items summed over the seeds.
 - ``holm(p)``: Holm's step-down adjustment of several p-values (the family-wise error stays at 5%).
 - ``detectable_difference(n, accuracy, discordance=...)``: the smallest accuracy difference one paired
@@ -24,63 +20,11 @@ from statistics import NormalDist
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
+from scipy import stats
+from statsmodels.stats.contingency_tables import mcnemar as sm_mcnemar
+from statsmodels.stats.multitest import multipletests
 
-__all__ = ["paired_difference", "seeds_and_items", "mcnemar", "mcnemar_exact_p", "mcnemar_pooled", "holm",
-           "detectable_difference", "t_quantile", "t_cdf"]
-
-
-def _incomplete_beta(a: float, b: float, x: float) -> float:
-    """The regularised incomplete beta function I_x(a, b), by its continued fraction (Lentz's method)."""
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    if x > (a + 1.0) / (a + b + 2.0):                     # the fraction converges fast below this point
-        return 1.0 - _incomplete_beta(b, a, 1.0 - x)
-    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)) / a
-    tiny, f, c, d = 1e-300, 1.0, 1.0, 0.0
-    for i in range(400):
-        m = i // 2
-        if i == 0:
-            term = 1.0
-        elif i % 2 == 0:
-            term = m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m))
-        else:
-            term = -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))
-        d = 1.0 + term * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + term / c
-        c = c if abs(c) > tiny else tiny
-        f *= c * d
-        if abs(1.0 - c * d) < 1e-15:
-            break
-    return front * (f - 1.0)
-
-
-def t_cdf(t: float, df: float) -> float:
-    """P(T <= t) for Student's t with ``df`` degrees of freedom."""
-    if df <= 0:
-        raise ValueError(f"df must be > 0, got {df!r}")
-    tail = 0.5 * _incomplete_beta(df / 2.0, 0.5, df / (df + t * t))
-    return 1.0 - tail if t > 0 else tail
-
-
-def t_quantile(q: float, df: float) -> float:
-    """The t with P(T <= t) = q, by bisection on ``t_cdf`` (q in (0, 1))."""
-    if not 0.0 < q < 1.0:
-        raise ValueError(f"q must lie in (0, 1), got {q!r}")
-    lo, hi = -1e6, 1e6
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if t_cdf(mid, df) < q else (lo, mid)
-    return 0.5 * (lo + hi)
-
-
-def _as_vector(values, name: str) -> np.ndarray:
-    x = np.asarray(values, dtype=float)
-    if x.ndim != 1 or len(x) == 0 or not np.isfinite(x).all():
-        raise ValueError(f"{name} must be a non-empty sequence of finite numbers, got {values!r}")
-    return x
+__all__ = ["paired_difference", "seeds_and_items", "mcnemar", "mcnemar_pooled", "holm", "detectable_difference"]
 
 
 def paired_difference(a: Sequence[float], b: Sequence[float], confidence: float = 0.95) -> Dict[str, Optional[float]]:
@@ -89,30 +33,34 @@ def paired_difference(a: Sequence[float], b: Sequence[float], confidence: float 
     With one pair there is no spread: the interval and p are None. Equal differences (std 0) give a
     zero-width interval and p = 0 if the mean is not 0, else p = 1.
     """
-    d = _as_vector(a, "a") - _as_vector(b, "b") if len(a) == len(b) else None
-    if d is None:
+    if len(a) != len(b):
         raise ValueError(f"a and b must pair up seed by seed, got {len(a)} and {len(b)} values")
+    d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
+    if d.ndim != 1 or len(d) == 0 or not np.isfinite(d).all():
+        raise ValueError(f"a and b must be non-empty sequences of finite numbers, got {a!r} and {b!r}")
     n, mean = len(d), float(d.mean())
     out = {"n": n, "mean": mean, "std": None, "low": None, "high": None, "t": None, "p": None,
            "differences": [float(v) for v in d]}
     if n < 2:
         return out
     std = float(d.std(ddof=1))
-    half = t_quantile(0.5 + confidence / 2.0, n - 1) * std / math.sqrt(n)
+    se, t = std / math.sqrt(n), stats.t(n - 1)
+    half = float(t.ppf(0.5 + confidence / 2.0)) * se
     out.update(std=std, low=mean - half, high=mean + half)
     if std == 0.0:
-        out.update(t=math.copysign(math.inf, mean) if mean else 0.0, p=0.0 if mean else 1.0)
-    else:
-        t = mean / (std / math.sqrt(n))
-        out.update(t=t, p=2.0 * (1.0 - t_cdf(abs(t), n - 1)))
-    return out
+        return {**out, "t": math.copysign(math.inf, mean) if mean else 0.0, "p": 0.0 if mean else 1.0}
+    return {**out, "t": mean / se, "p": float(2.0 * t.sf(abs(mean) / se))}
+
+
+def _exact_mcnemar_p(only_a: int, only_b: int) -> float:
+    """McNemar's exact p: only the discordant items count, each going either way with probability 1/2."""
+    return float(sm_mcnemar([[0, only_a], [only_b, 0]], exact=True).pvalue)
 
 
 def mcnemar(a_correct: Sequence[bool], b_correct: Sequence[bool]) -> Dict[str, float]:
     """Exact two-sided McNemar test of two models on the same test items (True = item answered right).
 
-    ``only_a``: items a gets right and b wrong; ``only_b`` the reverse; ``p``: twice the binomial
-    tail of the smaller count under Binomial(only_a + only_b, 1/2), at most 1.
+    ``only_a``: items a gets right and b wrong; ``only_b`` the reverse.
     """
     a, b = np.asarray(a_correct), np.asarray(b_correct)
     if a.shape != b.shape or a.ndim != 1 or len(a) == 0:
@@ -122,18 +70,7 @@ def mcnemar(a_correct: Sequence[bool], b_correct: Sequence[bool]) -> Dict[str, f
     a, b = a.astype(bool), b.astype(bool)
     only_a, only_b = int((a & ~b).sum()), int((~a & b).sum())
     return {"n": len(a), "only_a": only_a, "only_b": only_b, "difference": (only_a - only_b) / len(a),
-            "p": mcnemar_exact_p(only_a, only_b)}
-
-
-def mcnemar_exact_p(only_a: int, only_b: int) -> float:
-    """Twice the smaller binomial tail of Binomial(only_a + only_b, 1/2), at most 1 (1 with no discordant item)."""
-    k, m = min(only_a, only_b), only_a + only_b
-    if m == 0:
-        return 1.0
-    log_half = m * math.log(0.5)                 # summed in logs: a few thousand discordant items stay finite
-    tail = sum(math.exp(math.lgamma(m + 1) - math.lgamma(i + 1) - math.lgamma(m - i + 1) + log_half)
-               for i in range(k + 1))
-    return min(1.0, 2.0 * tail)
+            "p": _exact_mcnemar_p(only_a, only_b)}
 
 
 def mcnemar_pooled(counts: Sequence[Tuple[int, int]]) -> Dict[str, float]:
@@ -142,22 +79,18 @@ def mcnemar_pooled(counts: Sequence[Tuple[int, int]]) -> Dict[str, float]:
     their test items, so an item that one model misses in every seed counts once per seed, and the test
     is too sure where that happens. The verdicts use it only as a second condition beside the interval."""
     only_a, only_b = sum(int(c[0]) for c in counts), sum(int(c[1]) for c in counts)
-    return {"seeds": len(counts), "only_a": only_a, "only_b": only_b, "p": mcnemar_exact_p(only_a, only_b)}
+    return {"seeds": len(counts), "only_a": only_a, "only_b": only_b, "p": _exact_mcnemar_p(only_a, only_b)}
 
 
 def seeds_and_items(differences, confidence: float = 0.95) -> Dict[str, float]:
     """The mean of ``differences`` (seeds x items: 1, 0 or -1, a's outcome minus b's on each shared test item)
     with a ``confidence`` interval that treats both the seeds and the test items as drawn at random.
 
-    With k seeds and n items, the variance of the mean is estimated as s_seed^2 / k + s_item^2 / n -
-    s_res^2 / (n k): the spread of the k per-seed differences, of the n per-item differences (averaged over
-    the seeds), and the seed-by-item residual that each of the first two contains once too often (a
-    two-way random-effects layout). It is never taken below either of the first two terms alone, so the
-    standard error is at least the seed t-interval's and the items-only one's. Degrees of freedom:
-    Satterthwaite's for that sum, between the seeds' k - 1 and the items' n - 1; where the items' share
-    dominates, the interval can come out narrower than the seed t-interval on k - 1 degrees of freedom,
-    though its standard error is larger (in simulations of this layout it covers 92-96% of the time).
-    Returns mean, se, df, low, high, t, p and the three variance terms.
+    With k seeds and n items, the variance of the mean is s_seed^2 / k + s_item^2 / n - s_res^2 / (n k):
+    the spread of the k per-seed means, of the n per-item means, less the seed-by-item residual that
+    each of the two already counts once (a two-way random-effects layout). It is never taken below the
+    larger of the first two terms, so it is at least as wide as the seeds alone or the items alone.
+    Degrees of freedom: Satterthwaite's for that sum (in simulations it covers 92-96% of the time).
     """
     d = np.asarray(differences, dtype=float)
     if d.ndim != 2 or 0 in d.shape or not np.isfinite(d).all():
@@ -178,21 +111,17 @@ def seeds_and_items(differences, confidence: float = 0.95) -> Dict[str, float]:
     if var == 0.0:                                # no item answered differently by the two: no difference at all
         return {**out, "df": None, "low": mean, "high": mean, "t": 0.0, "p": 1.0}
     df = var ** 2 / sum(c ** 2 / f for c, f in parts if f > 0 and c != 0.0)
-    half = t_quantile(0.5 + confidence / 2.0, df) * out["se"]
-    t = mean / out["se"]
-    return {**out, "df": df, "low": mean - half, "high": mean + half, "t": t, "p": 2.0 * (1.0 - t_cdf(abs(t), df))}
+    t = stats.t(df)
+    half = float(t.ppf(0.5 + confidence / 2.0)) * out["se"]
+    return {**out, "df": df, "low": mean - half, "high": mean + half, "t": mean / out["se"],
+            "p": float(2.0 * t.sf(abs(mean) / out["se"]))}
 
 
 def holm(p_values: Sequence[float]) -> List[float]:
-    """Holm's step-down adjustment: the i-th smallest of m p-values is multiplied by (m - i + 1), the
-    results are made non-decreasing in that order and capped at 1. A claim whose adjusted p is below
+    """Holm's step-down adjustment (statsmodels' ``multipletests``): a claim whose adjusted p is below
     0.05 survives a test of all m at a family-wise error rate of 5%."""
     p = [float(v) for v in p_values]
-    order, out, running = sorted(range(len(p)), key=lambda i: p[i]), [1.0] * len(p), 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (len(p) - rank) * p[i]))
-        out[i] = running
-    return out
+    return [float(v) for v in multipletests(p, method="holm")[1]] if p else []
 
 
 def detectable_difference(n: int, accuracy: float, alpha: float = 0.05, power: float = 0.8,

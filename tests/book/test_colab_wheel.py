@@ -1,7 +1,7 @@
 """Colab's path, as a reader takes it: the wheel installed, the notebooks alone in an empty folder.
 
 The wheel is built from this checkout and installed (not editable) into a fresh venv with only
-its declared dependencies, plus Colab's widget stack (ipywidgets 7.7.1) and a kernel. Then only
+its declared dependencies, at the versions Colab preinstalls (``COLAB``), not the newest. Then only
 the ``.ipynb`` files are copied into an empty folder and each chapter runs top to bottom there in
 smoke mode with nbclient, the network cut (a proxy that answers nothing): a build-only import
 (``myst_nb``), a path relative to the repository or a stored run missing from the package fails here.
@@ -28,7 +28,10 @@ from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "book").glob("*.ipynb"))
-COLAB_EXTRAS = ["ipywidgets==7.7.1", "ipykernel"]  # Colab's widget stack, and the kernel it runs
+# What Colab preinstalls, at its versions (googlecolab/backend-info, pip-freeze.gpu.txt): a reader
+# there runs the book on these, so the test does too.
+COLAB = ["numpy==2.0.2", "matplotlib==3.10.0", "ipykernel==6.17.1", "IPython==7.34.0", "ipywidgets==7.7.1",
+         "traitlets==5.7.1", "pandas==2.2.2", "scipy==1.16.3", "statsmodels==0.14.6"]
 NO_NETWORK = "http://127.0.0.1:9"  # the discard port: every download through it fails at once
 # Chapters that read stored runs, and what they print when a stored run is shown or is missing.
 STORED_CHAPTERS = ("07_two_digits", "09_paper_experiments", "10_after_routing")
@@ -83,7 +86,7 @@ def colab(tmp_path_factory):
     (site / "_torch_from_the_test_runner.pth").write_text(f"{link_torch(tmp / 'torch')}\n")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "CAPSEDU_MODE")}
     env["PATH"] = f"{python.parent}{os.pathsep}{env.get('PATH', '')}"
-    run(python, "-m", "pip", "install", "-q", "--disable-pip-version-check", wheel, *COLAB_EXTRAS, env=env)
+    run(python, "-m", "pip", "install", "-q", "--disable-pip-version-check", wheel, *COLAB, env=env)
     book = tmp / "book"
     book.mkdir()
     for nb in NOTEBOOKS:
@@ -105,7 +108,10 @@ def test_the_venv_has_the_wheel_and_no_build_only_package(colab):
                 "print(u.find_spec('myst_nb'), u.find_spec('torchvision'))", cwd=book, env=env).split()
     assert "site-packages" in where[0] and not where[0].startswith(str(ROOT)), where
     assert where[1:] == ["None", "None"], "a package the wheel does not declare is visible to the venv"
-    assert run(python, "-c", "import ipywidgets; print(ipywidgets.__version__)", env=env).strip() == "7.7.1"
+    versions = run(python, "-m", "pip", "list", "--format=json", "--disable-pip-version-check", env=env)
+    installed = {d["name"].lower(): d["version"] for d in json.loads(versions)}
+    pinned = dict(p.lower().split("==") for p in COLAB)
+    assert {name: installed.get(name) for name in pinned} == pinned
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)

@@ -113,3 +113,44 @@ def test_end_to_end_and_misses():
         assert len(r["epochs"]) == config.epochs and r["steps"] == 3
     tutorial = result["runs"][0]
     assert 0 <= tutorial["test_changed_by_batching"] <= 120 and tutorial["non_finite_steps"] == []
+
+
+# ---------------------------------------------------------------- chapter 11's claims on the stored run
+from capsedu.experiments.shared.tables import load, runs_table  # noqa: E402
+from capsedu.reports.verdicts import CANNOT_TELL, HOLDS, rows_for  # noqa: E402
+
+
+def _stored():
+    return load("tutorial_vs_fixed", lambda: pytest.fail("the stored run should be readable"), check=tvf.readable)
+
+
+def test_the_chapters_claims_on_the_stored_run():
+    data = _stored()
+    runs = runs_table(data)
+    gap, printed = rows_for(list(tvf.CLAIMS), tvf.with_printed(data["runs"]), 1000)
+    means = runs.groupby("model").test.mean()
+    c = gap["comparison"]
+    assert c["mean"] == pytest.approx(means["fixed"] - means["tutorial"]) and c["method"] == "seeds and items"
+    misses = {(r["model"], r["seed"]): set(r["misses"]["test"]) for r in data["runs"]}
+    seeds = sorted(runs.seed.unique())
+    only_fixed = sum(len(misses["tutorial", s] - misses["fixed", s]) for s in seeds)  # fixed right, tutorial wrong
+    assert (c["pooled"]["only_a"], c["pooled"]["only_b"]) == (
+        only_fixed, sum(len(misses["fixed", s] - misses["tutorial", s]) for s in seeds))
+    # the verdict word follows the numbers: an interval above zero and the pooled items agreeing
+    agree = c["pooled"]["p"] < 0.05 and only_fixed > c["pooled"]["only_b"]
+    assert (gap["verdict"] == HOLDS) == (c["low"] > 0 and agree)
+    assert gap["primary"] and printed["p_holm"] is None       # no p to adjust: no interval
+    # the printed accuracy: one stored number per seed and no per-item outcomes, so no interval
+    last = {r["seed"]: r["epochs"][-1]["test_as_reported"] - r["test"]
+            for r in data["runs"] if r["model"] == "tutorial"}
+    assert printed["comparison"]["mean"] == pytest.approx(sum(last.values()) / len(last))
+    assert printed["comparison"]["low"] is None and printed["verdict"] == CANNOT_TELL
+
+
+def test_a_stored_run_without_one_model_is_not_readable():
+    data = _stored()
+    tvf.readable(data)
+    with pytest.raises(ValueError, match="both models"):
+        tvf.readable({**data, "runs": [r for r in data["runs"] if r["model"] == "fixed"]})
+    with pytest.raises(KeyError):
+        tvf.readable({**data, "runs": [{k: v for k, v in r.items() if k != "steps"} for r in data["runs"]]})
