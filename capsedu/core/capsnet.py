@@ -111,24 +111,27 @@ class Decoder(nn.Module):
 
 
 class CapsNet(nn.Module):
-    """The paper's CapsNet; ``forward(x, labels=None)`` -> (digit capsules, lengths, reconstructions)."""
+    """The paper's CapsNet: ``forward(x, labels=None)`` -> (digit capsules, lengths,
+    reconstructions)."""
 
     def __init__(self, config: Optional[CapsNetConfig] = None, **overrides):
         super().__init__()
         if config is not None and not isinstance(config, CapsNetConfig):
-            raise TypeError(f"CapsNet: config must be a CapsNetConfig or None (options go by keyword, e.g. "
-                            f"CapsNet(routing='su')), got {type(config).__name__} {config!r}")
+            raise TypeError("CapsNet: config must be a CapsNetConfig or None (options "
+                            f"go by keyword: CapsNet(routing='su')), got {config!r}")
         config = config or CapsNetConfig()
         unknown = set(overrides) - {f.name for f in fields(CapsNetConfig)}
         if unknown:
-            raise TypeError(f"CapsNet: unknown option(s) {sorted(unknown)}; see CapsNetConfig")
-        self.config = c = replace(config, **overrides)                 # checked by CapsNetConfig
+            raise TypeError(f"CapsNet: unknown option(s) {sorted(unknown)}; "
+                            "see CapsNetConfig")
+        self.config = c = replace(config, **overrides)     # checked by CapsNetConfig
         self.conv1 = nn.Conv2d(c.in_channels, c.conv_channels, c.conv_kernel)
         self.primary = PrimaryCapsules(c.conv_channels, c.primary_types, c.primary_dim,
                                        c.primary_kernel, c.primary_stride, c.squash_k)
-        self.digits = DenseCapsules(c.num_primary, c.primary_dim, c.num_classes, c.digit_dim,
-                                    c.iterations, c.routing, c.squash_k)
-        self.decoder = Decoder(c.num_classes, c.digit_dim, c.decoder_hidden, (c.in_channels, *c.image_size))
+        self.digits = DenseCapsules(c.num_primary, c.primary_dim, c.num_classes,
+                                    c.digit_dim, c.iterations, c.routing, c.squash_k)
+        self.decoder = Decoder(c.num_classes, c.digit_dim, c.decoder_hidden,
+                               (c.in_channels, *c.image_size))
 
     def capsules(self, x: torch.Tensor, return_history: bool = False):
         """Images (B, C, H, W) -> digit capsules (B, 10, 16) [, routing history]."""

@@ -48,7 +48,8 @@ SHOWN = ["capsedu.core.squashing:squash", "capsedu.core.squashing:safe_norm",
          "capsedu.core.routing:dynamic_routing", "capsedu.core.layers:PrimaryCapsules",
          "capsedu.core.layers:RoutedCapsules", "capsedu.core.layers:DenseCapsules",
          "capsedu.core.capsnet:Decoder", "capsedu.core.losses:margin_loss",
-         "capsedu.core.losses:reconstruction_loss", "capsedu.core.capsnet:CapsNet.capsules",
+         "capsedu.core.losses:reconstruction_loss", "capsedu.core.capsnet:CapsNet",
+         "capsedu.core.capsnet:CapsNet.capsules",
          "capsedu.core.capsnet:CapsNet.forward", "capsedu.data.transforms:random_affine",
          "capsedu.experiments.ablation:make_variant",
          "capsedu.experiments.multimnist:PairCapsNet.forward", "capsedu.methods.em:m_step",
@@ -58,6 +59,7 @@ SHOWN = ["capsedu.core.squashing:squash", "capsedu.core.squashing:safe_norm",
          "capsedu.methods.tutorial_capsnet:tutorial_squash",
          "capsedu.methods.tutorial_capsnet:tutorial_routing"]
 PRINTS = re.compile(r"(?:getsource|(?<![\w.])show)\(([\w.]+)\)")
+WHOLE_MODEL = re.compile(r"WHOLE_MODEL = \(([^)]*)\)")  # chapter 4's whole-model screen, printed
 
 
 def _resolve(spec):
@@ -71,6 +73,11 @@ def _resolve(spec):
 def test_the_list_holds_what_the_chapters_print():
     printed = {m.group(1).split(".")[-1] for path in FILES if path.suffix == ".ipynb"
                for m in PRINTS.finditer(path.read_text(encoding="utf-8"))} - {"obj"}
+    for path in FILES:
+        if path.suffix == ".ipynb":
+            code = "\n".join("".join(c["source"]) for c in json.loads(path.read_text(encoding="utf-8"))["cells"]
+                             if c["cell_type"] == "code")
+            printed |= {name.strip() for m in WHOLE_MODEL.finditer(code) for name in m.group(1).split(",")}
     assert printed == {spec.split(":")[1].split(".")[-1] for spec in SHOWN}
 
 

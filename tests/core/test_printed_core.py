@@ -1,5 +1,6 @@
 """The core is the page: chapters 2-5 print the package's own definitions (inspect.getsource at build
-time, so the listing is the package's code) and re-implement none of them."""
+time, so the listing is the package's code) and re-implement none of them; chapter 4 ends with the
+whole network on one screen (its WHOLE_MODEL listing)."""
 import ast
 import json
 import re
@@ -26,14 +27,50 @@ def code_cells(chapter):
     return ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
 
 
+WHOLE_MODEL_CHAPTER = "04_architecture"
+WHOLE_MODEL_LINES = 250  # one sitting: the paper's network, its routing and losses, and nothing else
+
+
+def whole_model(chapter):
+    """The names in the chapter's ``WHOLE_MODEL = (...)`` tuple, and whether its cell prints each
+    with inspect.getsource; ([], False) where the chapter has none."""
+    for src in code_cells(chapter):
+        for node in ast.walk(ast.parse("\n".join(line for line in src.splitlines() if not line.startswith("%")))):
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "WHOLE_MODEL" for t in node.targets):
+                names = [ast.unparse(e) for e in node.value.elts]
+                return names, bool(re.search(r"inspect\.getsource\(\w+\) for \w+ in WHOLE_MODEL", src))
+    return [], False
+
+
 @pytest.mark.parametrize("name, chapter", PRINTED.items())
 def test_each_definition_is_printed_from_the_package(name, chapter):
     import capsedu.core as core
     obj = core
     for part in name.split("."):
         obj = getattr(obj, part)                                   # the name is the package's
-    assert any(re.search(rf"inspect\.getsource\({re.escape(name)}\)", src) for src in code_cells(chapter)), \
-        f"{chapter} does not print inspect.getsource({name})"
+    names, printed = whole_model(chapter)
+    assert any(re.search(rf"inspect\.getsource\({re.escape(name)}\)", src) for src in code_cells(chapter)) \
+        or (printed and name in names), f"{chapter} does not print inspect.getsource({name})"
+
+
+def test_chapter_4_shows_the_whole_network_on_one_screen():
+    """Every capsedu.core class in the paper's CapsNet (and its bases), its squash, length, routing
+    and both losses are printed from the package in one listing of at most WHOLE_MODEL_LINES."""
+    import inspect
+
+    import capsedu.core as core
+    from capsedu.core.capsnet import CapsNet
+    names, printed = whole_model(WHOLE_MODEL_CHAPTER)
+    assert printed, f"{WHOLE_MODEL_CHAPTER} has no WHOLE_MODEL listing printed with inspect.getsource"
+    objects = [getattr(core, name) for name in names]              # each is the package's own
+    in_core = {cls for module in CapsNet().modules() for cls in type(module).__mro__
+               if cls.__module__.startswith("capsedu.core")}
+    missing = {c.__name__ for c in in_core} | {"squash", "safe_norm", "dynamic_routing", "margin_loss",
+                                                "reconstruction_loss"}
+    missing -= set(names)
+    assert not missing, f"the whole-model screen leaves out {sorted(missing)}"
+    lines = sum(len(inspect.getsource(obj).splitlines()) for obj in objects)
+    assert lines <= WHOLE_MODEL_LINES, f"the whole-model screen has grown to {lines} lines"
 
 
 def test_no_chapter_re_implements_a_core_definition():
