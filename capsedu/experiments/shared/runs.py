@@ -8,6 +8,7 @@ stored with the same settings is skipped, other settings are a one-line error, `
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import statistics
@@ -25,7 +26,7 @@ from capsedu.data.mnist import load_dataset
 from capsedu.runtime import results
 from capsedu.runtime.device import resolve_device
 from capsedu.runtime.files import interrupted
-from capsedu.runtime.stored import StoredRunError, run_files, run_settings, write_stored
+from capsedu.runtime.stored import RUN_FILE, StoredRunError, run_files, run_settings, run_stem, write_stored
 from capsedu.training.evaluation import float_targets, predict_lengths
 from capsedu.training.loop import epoch_record, start_run, train_epoch
 
@@ -71,8 +72,14 @@ def run_folder(out) -> Path:
 
 
 def clear_runs(folder: Path) -> None:
-    """``--fresh``: the folder's run files and checkpoints go (nothing else in it)."""
-    for path in [*folder.glob("*.json"), *folder.glob("*.ckpt.pt")]:
+    """``--fresh``: the files runs write go (``[<name>-]seed<k>.json``, their checkpoints and the weights a
+    run file names); a file of any other name is the user's and stays."""
+    for path in [p for p in folder.iterdir() if RUN_FILE.fullmatch(p.name) and p.is_file()]:
+        if path.suffix == ".json":
+            with contextlib.suppress(ValueError, AttributeError, TypeError, OSError):  # a damaged one names none
+                weights = json.loads(path.read_bytes())["run"].get("weights")
+                if isinstance(weights, str) and weights == Path(weights).name:
+                    (folder / weights).unlink(missing_ok=True)
         path.unlink()
 
 
@@ -97,6 +104,8 @@ class RunFolder:
     """An experiment's runs: those its folder holds (same settings) and those trained now (``folder=None``:
     nothing is written, the book's previews). ``shard``: this process trains only its share of the grid."""
 
+    stem = staticmethod(run_stem)
+
     def __init__(self, folder: Optional[Path], header: Dict, fresh: bool = False,
                  summarise: Optional[Callable[[List[Dict]], object]] = None, shard: Optional[Shard] = None):
         self.folder, self.header, self.summarise, self.shard = folder, header, summarise, shard
@@ -112,10 +121,29 @@ class RunFolder:
                 raise StoredRunError(folder / f"{stem}.json", "fails its checksum: it changed after it was written; "
                                      "move it away to train that run again, or pass --fresh")
             self.done[stem], self.seconds[stem] = data["run"], data.get("seconds", 0.0)
+        try:  # a stored run lacking a field: one line now, not a traceback after training
+            self.summary()
+        except StoredRunError:
+            raise
+        except Exception:  # some runs only: their summary may not exist yet; ``finish`` makes it
+            pass
 
-    @staticmethod
-    def stem(seed: int, name: Optional[str] = None) -> str:
-        return f"seed{seed}" if name is None else f"{name}-seed{seed}"
+    def summary(self):
+        """``summarise`` of the finished runs; a stored one that lacks a field it reads: one line naming both."""
+        runs = [self.done[stem] for stem in self.stems()]
+        try:
+            return self.summarise(runs) if self.summarise is not None and runs else None
+        except KeyError as err:
+            stem = next((s for s in self.stems() if err.args[0] not in self.done[s]), None)
+            if self.folder is None or stem is None:
+                raise
+            raise StoredRunError(self.folder / f"{stem}.json", f"its run has no {err.args[0]!r}, which the summary "
+                                 "reads; move the file away to train that run again, or pass --fresh") from None
+
+    def stems(self) -> List[str]:
+        """The finished runs, in the grid's order (before ``todo``: as found)."""
+        ordered = [self.stem(s, n) for s, n in self.grid if self.stem(s, n) in self.done]
+        return ordered if self.grid else list(self.done)
 
     def todo(self, seeds: Sequence[int], names: Optional[Sequence[str]] = None,
              key: str = "model") -> List[Tuple[int, Optional[str]]]:
@@ -133,6 +161,7 @@ class RunFolder:
         stem = self.stem(record["seed"], record.get(self.key))
         self.done[stem], self.seconds[stem] = record, round(seconds, 2)
         if self.folder is not None:
+            self.folder.mkdir(parents=True, exist_ok=True)  # removed while training: the finished run is kept
             write_stored({**self.header, "run": record, "seconds": self.seconds[stem], "written": results.utc_now()},
                          self.folder / f"{stem}.json")
             Path(self.checkpoint(stem)).unlink(missing_ok=True)
@@ -141,10 +170,9 @@ class RunFolder:
 
     def finish(self) -> Dict:
         """The experiment so far: the header, the grid's finished runs in order, their seconds, the summary."""
-        stems = [self.stem(s, n) for s, n in self.grid if self.stem(s, n) in self.done]
-        runs = [self.done[stem] for stem in stems]
-        return {**self.header, "runs": runs, "seconds": round(sum(self.seconds[stem] for stem in stems), 2),
-                "summary": self.summarise(runs) if self.summarise is not None and runs else None}
+        stems = self.stems()
+        return {**self.header, "runs": [self.done[stem] for stem in stems],
+                "seconds": round(sum(self.seconds[stem] for stem in stems), 2), "summary": self.summary()}
 
 
 def _tuples(value):
