@@ -170,3 +170,16 @@ def test_a_kill_between_multimnist_weights_and_its_run_file_resumes_without_fres
                                  tmp_path) is not None       # its weights, written again, pass their sha256
     state = torch.load(tmp_path / "multimnist_seed0.pt", weights_only=True)
     assert all(v.dtype == torch.float16 for v in state.values())
+
+
+def test_the_chapters_reader_names_a_stored_run_file_that_lacks_a_field(tmp_path, capsys, monkeypatch):
+    from capsedu.experiments.shared.runs import stored_or_preview
+    monkeypatch.setattr(results, "results_dir", lambda: tmp_path)
+    assert run(capsys, *SMOKE, "--seeds", "0", "1", "--out", str(tmp_path / "multimnist"))[0] == 0
+    assert stored_or_preview("multimnist")[1] is None
+    data = read_stored(tmp_path / "multimnist" / "seed1.json")
+    del data["run"]["error"]
+    write_stored(data, tmp_path / "multimnist" / "seed1.json")
+    data, note = stored_or_preview("multimnist")
+    assert data is None and len(note.splitlines()) == 1 and "live preview" in note, note
+    assert str(tmp_path / "multimnist" / "seed1.json") in note and "'error'" in note, note

@@ -26,7 +26,7 @@ from capsedu.data.mnist import load_dataset
 from capsedu.runtime import results
 from capsedu.runtime.device import resolve_device
 from capsedu.runtime.files import interrupted
-from capsedu.runtime.stored import RUN_FILE, StoredRunError, run_files, run_settings, run_stem, write_stored
+from capsedu.runtime.stored import NAME_KEYS, RUN_FILE, StoredRunError, run_files, run_settings, run_stem, write_stored
 from capsedu.training.evaluation import float_targets, predict_lengths
 from capsedu.training.loop import epoch_record, start_run, train_epoch
 
@@ -100,6 +100,17 @@ def start_experiment(config, kind: type, summarise: Callable, out, fresh: bool, 
     return folder, device, runs, data
 
 
+def lacking(err: KeyError, runs: List[Dict], folder: Optional[Path]) -> Exception:
+    """What to raise when a summary of ``runs`` (stored in ``folder``) met ``err``: a ``StoredRunError`` naming
+    the first run file that lacks the key, else ``err`` itself."""
+    run = next((r for r in runs if err.args and err.args[0] not in r), None)
+    if run is None or folder is None:
+        return err
+    stem = run_stem(run.get("seed"), next((run[k] for k in NAME_KEYS if k in run), None))
+    return StoredRunError(folder / f"{stem}.json", f"its run has no {err.args[0]!r}, which the summary reads; move "
+                          "the file away to train that run again, or pass --fresh")
+
+
 class RunFolder:
     """An experiment's runs: those its folder holds (same settings) and those trained now (``folder=None``:
     nothing is written, the book's previews). ``shard``: this process trains only its share of the grid."""
@@ -134,11 +145,7 @@ class RunFolder:
         try:
             return self.summarise(runs) if self.summarise is not None and runs else None
         except KeyError as err:
-            stem = next((s for s in self.stems() if err.args[0] not in self.done[s]), None)
-            if self.folder is None or stem is None:
-                raise
-            raise StoredRunError(self.folder / f"{stem}.json", f"its run has no {err.args[0]!r}, which the summary "
-                                 "reads; move the file away to train that run again, or pass --fresh") from None
+            raise lacking(err, runs, self.folder) from None
 
     def stems(self) -> List[str]:
         """The finished runs, in the grid's order (before ``todo``: as found)."""
@@ -193,7 +200,10 @@ def stored_or_preview(name: str, check: Optional[Callable[[Dict], object]] = Non
 
     def summarised(data):
         config = config_from_settings(getattr(module, config_name), data["settings"])
-        data["summary"] = module.summarise(data["runs"], config)
+        try:
+            data["summary"] = module.summarise(data["runs"], config)
+        except KeyError as err:
+            raise lacking(err, data["runs"], results.results_dir() / name) from None
         if check is not None:
             check(data)
     return results.stored_or_preview(name, summarised)
