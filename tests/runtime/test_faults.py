@@ -183,3 +183,18 @@ def test_the_chapters_reader_names_a_stored_run_file_that_lacks_a_field(tmp_path
     data, note = stored_or_preview("multimnist")
     assert data is None and len(note.splitlines()) == 1 and "live preview" in note, note
     assert str(tmp_path / "multimnist" / "seed1.json") in note and "'error'" in note, note
+
+
+def test_ctrl_c_after_torchrun_returned_reaches_the_command(tmp_path, capsys, monkeypatch):
+    """torchrun's agent leaves its own SIGINT handler installed; the launcher puts the command's back."""
+    import torch.distributed.run as torchrun
+    seen = []
+
+    def agent(argv):
+        seen.append(signal.getsignal(signal.SIGINT))
+        signal.signal(signal.SIGINT, lambda *a: None)
+    monkeypatch.setattr(torchrun, "main", agent)
+    monkeypatch.setattr(multimnist, "multimnist_experiment",
+                        lambda *a, **k: seen.append(signal.getsignal(signal.SIGINT)) or {"runs": []})
+    code, _, err = run(capsys, *SMOKE, "--devices", "cpu,cpu", "--out", str(tmp_path))
+    assert code == 0 and len(seen) == 2 and seen[1] is seen[0], err

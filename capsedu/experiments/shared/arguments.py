@@ -128,6 +128,7 @@ def _launch(args) -> None:
         clear_runs(run_folder(args.out))
     threads = max(1, args.threads // max(1, sum(d == "cpu" for d in args.devices)))
     os.environ.update(CAPSEDU_DEVICES=",".join(args.devices), OMP_NUM_THREADS=str(threads))
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}  # torchrun replaces them
     try:
         torchrun(["--standalone", f"--nproc_per_node={len(args.devices)}", "-m", "capsedu", *argv, "--threads", str(threads)])
     except Exception as err:  # torchrun's ChildFailedError lists every process that failed
@@ -138,6 +139,8 @@ def _launch(args) -> None:
                            f"finished runs are kept in {args.out}: rerun the same command to resume") from None
     finally:
         os.environ.pop("CAPSEDU_DEVICES")
+        for number, handler in handlers.items():
+            signal.signal(number, handler)
 
 
 def run_command(args, config, preset: str, run, command_name: str, indent: int = 1) -> int:
