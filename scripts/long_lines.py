@@ -2,10 +2,10 @@
 
     python scripts/long_lines.py [--limit 88] [--glue | --outputs] [book/05_training.ipynb ...]
 
-Checks every code cell of book/*.ipynb (hidden ones too: Colab and Jupyter show them) and the
-code fences (```python, ```bash, bare ```) in markdown cells and book/*.md. Prints one line per
-offender: file, cell index, line number in the cell, length (and whether the HTML removes the
-cell: Colab still shows it). With --glue it lists instead the
+Code cells are ruff's (E501 at 88, pyproject.toml; ``ruff check book``). This checks what ruff
+cannot read: the code fences (```python, ```bash, bare ```) in markdown cells and book/*.md, with
+an admonition's narrower box. Prints one line per offender: file, cell index, line number in the
+cell, length. With --glue it lists instead the
 code cells the HTML shows (no remove-input, remove-cell, hide-input or hide-cell tag) that call
 glue( or glue_all(. With --outputs it checks the printed lines of executed notebooks (the
 committed ones have no outputs; tests/book/test_browser.py measures the built pages). Exits 1
@@ -38,11 +38,10 @@ def cells(path: Path):
 
 
 def code_lines(kind, lines):
-    """(line number, line, limit) of what the page shows in a code block: a code cell's source,
-    or the inside of a markdown cell's code fences (not MyST directives such as ```{admonition},
-    whose boxes are narrower: a fence inside one has ADMONITION_LIMIT)."""
+    """(line number, line, limit) of the inside of a markdown cell's code fences (not MyST directives
+    such as ```{admonition}, whose boxes are narrower: a fence inside one has ADMONITION_LIMIT)."""
     if kind == "code":
-        return [(number, line, LIMIT) for number, line in enumerate(lines, 1)]
+        return []  # ruff checks code cells
     found, fence, directives = [], None, []  # directives: the open ```{...} markers
     for number, line in enumerate(lines, 1):
         match = FENCE.match(line)
@@ -120,10 +119,8 @@ def main(argv=None):
                 print(f"{name}: cell {index} calls glue in a visible code cell")
                 found += 1
             continue
-        removed = {i for i, _, tags, _ in cells(path) if {"remove-input", "remove-cell"} & set(tags)}
         for index, number, length, limit in long_lines(path, args.limit):
-            note = " (not in the HTML)" if index in removed else ""
-            print(f"{name}: cell {index} line {number}: {length} > {limit}{note}")
+            print(f"{name}: cell {index} line {number}: {length} > {limit}")
             found += 1
     print(f"{found} found", file=sys.stderr)
     return 1 if found else 0

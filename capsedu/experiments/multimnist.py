@@ -142,8 +142,8 @@ def multimnist_experiment(config: MultiMNISTConfig, out=None, fresh: bool = Fals
         if "weights" in record:
             _verify_weights(path / str(record["weights"]), record)
     for seed in todo if path is not None and config.save_weights and not fresh else ():
-        file = _weights_path(path, seed)  # no run file records it: not ours, so never overwritten
-        if file.exists() or file.is_symlink():
+        file = _weights_path(path, seed)  # no run file records it: the user's (never overwritten), or left by a kill
+        if (file.exists() or file.is_symlink()) and not _left_by_a_kill(file, config):
             raise ValueError(f"{file} exists and no run in {path} records it; capsedu never overwrites weights it "
                              "did not write: move it away, or pass --fresh")
 
@@ -194,10 +194,22 @@ def _verify_weights(file: Path, record: Dict) -> None:
                          f" (recorded in the JSON): the file is damaged or was replaced; restore it, or pass --fresh")
 
 
+def _left_by_a_kill(file: Path, config: MultiMNISTConfig) -> bool:
+    """``file`` holds this config's fp16 weights: a run killed between them and its run file wrote it."""
+    try:
+        state = torch.load(file, map_location="cpu", weights_only=True)
+    except Exception:  # unreadable, foreign: not ours
+        return False
+    want = build_model(config).state_dict()
+    return isinstance(state, dict) and state.keys() == want.keys() and all(
+        isinstance(v, torch.Tensor) and v.dtype == torch.float16 and v.shape == want[k].shape for k, v in state.items())
+
+
 def _save_weights(model: nn.Module, path: Path) -> Dict:
     """fp16 weights (half the bytes; the figure does not need more), written atomically, and their sha256."""
     from capsedu.runtime.checkpoints import save_atomic
     state = {k: v.detach().to("cpu", torch.float16) for k, v in model.state_dict().items()}
+    path.parent.mkdir(parents=True, exist_ok=True)  # removed while training: the run is kept
     save_atomic(state, str(path))
     return {"weights": path.name, "weights_sha256": sha256_of(path),
             "weights_bytes": path.stat().st_size}

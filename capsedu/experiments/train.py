@@ -81,6 +81,8 @@ def cmd_train(args) -> int:
                                                              progress=main and not args.no_progress,
                                                              resume=not args.fresh))
     except BaseException as err:
+        if lock.lock.is_locked and created and not any(out.iterdir()):  # nothing written: its lock file goes too
+            Path(lock.lock.lock_file).unlink()
         lock.release()
         if isinstance(err, CheckpointError):  # the resume rule's words: the settings that differ, and --fresh
             raise CheckpointError(f"{err}; or pass --fresh to start over") from None

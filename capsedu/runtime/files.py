@@ -5,6 +5,7 @@ No torch: the JSON of stored runs, checkpoints and weights all go through ``writ
 from __future__ import annotations
 
 import contextlib
+import glob
 import hashlib
 import json
 import os
@@ -65,10 +66,10 @@ def ctrl_c_deferred():
 
 
 def write_atomic(path: str, write: Callable) -> None:
-    """``write(file)`` into ``path + ".tmp"``, fsync, rename over ``path``: a crash leaves the old file,
-    an error leaves no ``.tmp``, and Ctrl-C waits until the new file is complete."""
+    """``write(file)`` into ``path.<pid>.tmp``, fsync, ``os.replace`` over ``path``: a crash leaves the old
+    file, an error leaves no ``.tmp``, and Ctrl-C waits until the new file is complete."""
     path = os.fspath(path)
-    tmp = path + ".tmp"
+    tmp = f"{path}.{os.getpid()}.tmp"  # one per process: two processes that write one file never share it
     with ctrl_c_deferred():
         try:
             with open(tmp, "wb") as f:
@@ -84,13 +85,28 @@ def write_atomic(path: str, write: Callable) -> None:
             raise
 
 
-def remove_stale_tmp(path: str) -> bool:
-    """Remove the ``path + ".tmp"`` that a killed writer left behind; True if there was one."""
-    tmp = os.fspath(path) + ".tmp"
-    if os.path.isfile(tmp):
-        os.remove(tmp)
+def _running(pid: int) -> bool:
+    if os.name == "nt":  # os.kill(pid, 0) would end the process there: count every writer as running
         return True
-    return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def remove_stale_tmp(path: str) -> bool:
+    """Remove the ``path.<pid>.tmp`` files that killed writers left behind (those of a running process stay);
+    True if there was one."""
+    path = os.fspath(path)
+    stale = [tmp for tmp in glob.glob(glob.escape(path) + ".*.tmp")
+             if tmp[len(path) + 1:-4].isdigit() and not _running(int(tmp[len(path) + 1:-4]))]
+    for tmp in stale:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(tmp)
+    return bool(stale)
 
 
 def sha256_of(path: Path) -> str:

@@ -102,6 +102,8 @@ def stored_or_preview(name: str, check=None):
     if check is not None:
         try:
             check(data)
+        except StoredRunError as err:  # a run file that lacks what the chapter reads, named
+            return None, f"{err}; showing the live preview instead (not the stored run)"
         except (KeyError, IndexError, TypeError, ValueError, AttributeError) as err:
             what = " ".join(f"{type(err).__name__}: {err}".split())[:160]
             return None, (f"stored run {where} lacks what this chapter reads ({what}); "

@@ -26,15 +26,18 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from pathlib import Path
 from typing import Dict, Optional
 
-__all__ = ["FORMAT", "NAME_KEYS", "GRID_FIELDS", "StoredRunError", "canonical", "checksum", "seal", "check_schema",
-           "parse_stored", "read_stored", "write_stored", "differences", "run_settings", "run_files", "read_runs"]
+__all__ = ["FORMAT", "NAME_KEYS", "GRID_FIELDS", "RUN_FILE", "StoredRunError", "canonical", "checksum", "seal",
+           "check_schema", "parse_stored", "read_stored", "write_stored", "differences", "run_stem", "run_settings",
+           "run_files", "read_runs"]
 
 FORMAT = 1
 NAME_KEYS = ("model", "method", "variant")  # what a record is a run of (with its seed)
 GRID_FIELDS = ("seeds", "models", "variants", "methods")  # the grid's own settings: its run files may differ in them
+RUN_FILE = re.compile(r"(?:.+-)?seed\d+\.(?:json|ckpt\.pt)")  # the files a run writes (``run_stem``)
 _RUN_ONLY = ("run", "seconds", "written", "format", "checksum", "edited")
 # header key -> the types it may have (when present)
 HEADER_TYPES = {"command": (str,), "date": (str,), "preset": (str, type(None)), "seconds": (int, float),
@@ -169,6 +172,19 @@ def differences(old, new) -> str:
     return "; ".join(f"{k}: {old.get(k)!r} there, {new.get(k)!r} here" for k in keys)
 
 
+def _holds_a_run(path: Path) -> bool:
+    try:
+        data = json.loads(path.read_bytes())
+    except (ValueError, OSError):
+        return False
+    return isinstance(data, dict) and "run" in data
+
+
+def run_stem(seed: int, name: Optional[str] = None) -> str:
+    """The name of a run's file without ``.json``: ``<name>-seed<k>``, or ``seed<k>`` for a grid of one model."""
+    return f"seed{seed}" if name is None else f"{name}-seed{seed}"
+
+
 def run_settings(data: Dict) -> Dict:
     return {k: v for k, v in data["settings"].items() if k not in GRID_FIELDS}
 
@@ -179,9 +195,15 @@ def run_files(folder: Path, resuming: bool = False, expected: Optional[Dict] = N
     ValueError saying how to start over when ``resuming``, else a ``StoredRunError``."""
     found = []
     for path in sorted(Path(folder).glob("*.json")):
+        if not RUN_FILE.fullmatch(path.name) and not _holds_a_run(path):
+            continue  # the user's own JSON: not a run (a copy of one holds a run, and is named below)
         data = read_stored(path, require_checksum=not resuming, resuming=resuming)
         if not isinstance(data.get("run"), dict):
             raise StoredRunError(path, "holds no \"run\"; expected one run of an experiment")
+        own = run_stem(data["run"]["seed"], next((data["run"][k] for k in NAME_KEYS if k in data["run"]), None))
+        if path.stem != own:  # a copy (``x (1).json``) or a renamed file: never counted twice, never in another's place
+            raise StoredRunError(path, f"holds the run {own}, whose file is {own}.json (a copy, or a renamed "
+                                       "file?); move it out of the folder")
         mine = run_settings(data)
         want = expected if expected is not None else run_settings(found[0][1]) if found else mine
         if mine != want:

@@ -1,4 +1,5 @@
-"""Without a browser: no code line of the book wider than a code box (scripts/long_lines.py;
+"""Without a browser: no code line of the book wider than a code box (ruff for code cells,
+scripts/long_lines.py for fenced code;
 tests/book/test_browser.py checks the limit against the measured box and the printed output),
 none in the package code the chapters print, and no glue call in a code cell the HTML shows."""
 import importlib
@@ -6,6 +7,8 @@ import importlib.util
 import inspect
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,9 +20,9 @@ spec.loader.exec_module(long_lines)
 FILES = long_lines.book_files()
 
 
-def test_the_checker_finds_a_line_one_past_the_limit(tmp_path):
+def test_the_checker_finds_a_fence_line_one_past_the_limit(tmp_path):
     limit, boxed = long_lines.LIMIT, long_lines.ADMONITION_LIMIT
-    cell = {"cell_type": "code", "metadata": {}, "source": ["x = 1\n", "#" * (limit + 1)]}
+    cell = {"cell_type": "code", "metadata": {}, "source": ["x = 1\n", "#" * (limit + 1)]}  # ruff's
     fence = {"cell_type": "markdown", "metadata": {},
              "source": ["```{admonition} " + "a" * 99 + "\n", "```\n", "prose " * 20 + "\n",
                         "```python\n", "y" * 99 + "\n", "```\n",
@@ -27,12 +30,36 @@ def test_the_checker_finds_a_line_one_past_the_limit(tmp_path):
                         "z" * (boxed + 1) + "\n", "```\n", "````"]}
     path = tmp_path / "nb.ipynb"
     path.write_text(json.dumps({"cells": [cell, fence]}))
-    assert long_lines.long_lines(path) == [(0, 2, limit + 1, limit), (1, 5, 99, limit),
-                                           (1, 10, boxed + 1, boxed)]
+    assert long_lines.long_lines(path) == [(1, 5, 99, limit), (1, 10, boxed + 1, boxed)]
+
+
+def ruff(*paths):
+    """``ruff check`` with the project's settings (pyproject.toml): (exit code, its report)."""
+    done = subprocess.run([sys.executable, "-m", "ruff", "check", "--output-format", "concise", *map(str, paths)],
+                          cwd=ROOT, capture_output=True, text=True)
+    return done.returncode, done.stdout + done.stderr
+
+
+def test_ruff_finds_a_code_cell_line_one_past_the_limit():
+    limit = long_lines.LIMIT
+    cell = {"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [],
+            "source": ["x = 1\n", "y = " + "1" * (limit - 4) + "\n", "z = " + "1" * (limit - 3)]}
+    path = ROOT / "book" / "_ruff_probe.ipynb"  # in book/: where the settings apply E501
+    path.write_text(json.dumps({"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    try:
+        code, report = ruff(path)
+    finally:
+        path.unlink()
+    assert code == 1 and report.count("E501") == 1 and f"({limit + 1} > {limit})" in report, report
+
+
+def test_code_cells_fit_the_column():
+    code, report = ruff("book")
+    assert code == 0, report
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
-def test_code_lines_fit_the_column(path):
+def test_fenced_code_lines_fit_the_column(path):
     found = long_lines.long_lines(path)
     assert not found, f"{path.name}: " + "; ".join(f"cell {c} line {n}: {k} > {m}"
                                                    for c, n, k, m in found)

@@ -192,33 +192,32 @@ lock.release()
 """
 
 
-def test_a_second_writer_is_refused_at_once_naming_the_holder(tmp_path, capsys):
+def test_a_second_writer_is_refused_at_once_in_one_line(tmp_path, capsys):
     out = tmp_path / "m"
     child = subprocess.Popen([sys.executable, "-c", HOLD, str(out)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              text=True, cwd=ROOT)
     try:
         assert child.stdout.readline().strip() == "held"
-        with pytest.raises(LockError, match=rf"is being written by pid {child.pid} on "):
+        with pytest.raises(LockError, match=r"m is being written by another process \(it holds .*m\.lock\)"):
             OutputLock(out).acquire()
         code, _, err = run(capsys, "train", "--epochs", "1", "--limit", "64", "--source", "sample", "--out", str(out),
                            "--device", "cpu", "--no-progress")
-        assert code == 1 and len(err) == 1 and f"pid {child.pid}" in err[0] and "another --out" in err[0], err
+        assert code == 1 and len(err) == 1 and "another process" in err[0] and "another --out" in err[0], err
         assert not out.exists()                      # the folder train created for the run is gone again
     finally:
         child.communicate("\n", timeout=30)
-    assert not (tmp_path / "m.lock").exists()  # released on exit
-    with OutputLock(out):                            # and free again
+    with OutputLock(out):                            # free again once its holder is done
         pass
 
 
-def test_a_stale_lock_is_taken_over_with_a_note(tmp_path, capsys):
-    out = tmp_path / "m.json"
-    (tmp_path / "m.json.lock").write_text(json.dumps({"pid": 999999, "host": "h", "started": "then"}))
+def test_a_lock_file_left_by_a_killed_writer_is_simply_taken(tmp_path):
+    out = tmp_path / "m"
+    (tmp_path / "m.lock").write_text("left by a writer that was killed")
     with OutputLock(out) as lock:
-        with OutputLock(out):  # re-entrant in one process (the CLI and the experiment both take it)
+        with OutputLock(out):  # re-entrant in one process
             pass
-        assert lock.fd is not None
-    assert "took over the lock" in capsys.readouterr().err and not (tmp_path / "m.json.lock").exists()
+        assert lock.lock.is_locked
+    assert not lock.lock.is_locked
 
 
 def test_multimnist_never_overwrites_weights_it_did_not_write_and_checks_them(digits, tmp_path):

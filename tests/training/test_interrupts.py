@@ -4,7 +4,7 @@ A child process runs ``python -m capsedu train`` (a tiny CapsNet, 32 digits) wit
 paused in the middle of the file until the parent has sent its signal, so the signal lands inside
 the zip writer whatever the load of the machine. Ctrl-C must let
 the write finish and exit 130 with a complete checkpoint; SIGKILL leaves the old checkpoint and a
-``.tmp`` that the next start removes. No ``.tmp`` survives either way.
+``.<pid>.tmp`` that the next start removes. No ``.tmp`` survives either way.
 """
 import os
 import signal
@@ -58,7 +58,7 @@ sys.exit(main(sys.argv[3:]))
 
 
 def train(tmp_path, out, epochs, slow_epoch, sig):
-    """Run the child until it is inside the slow write, send ``sig``, return (exit code, stderr)."""
+    """Run the child until it is inside the slow write, send ``sig``, return (exit code, stderr, its pid)."""
     mark = tmp_path / f"writing-{slow_epoch}-{sig}"
     argv = [sys.executable, "-c", CHILD, str(slow_epoch), str(mark), "train", "--source", "sample", "--limit", "32",
             "--epochs", str(epochs), "--batch-size", "16", "--device", "cpu", "--no-progress", "--out", str(out)]
@@ -71,23 +71,23 @@ def train(tmp_path, out, epochs, slow_epoch, sig):
     child.send_signal(sig)
     Path(f"{mark}.sent").touch()  # the child, paused inside the write until now, carries on (or is dead)
     _, err = child.communicate(timeout=60)
-    return child.returncode, err
+    return child.returncode, err, child.pid
 
 
 @pytest.mark.skipif(os.name != "posix", reason="POSIX signals")
 def test_ctrl_c_and_sigkill_during_a_checkpoint_write(tmp_path, monkeypatch):
     out = tmp_path / "run"
     # Ctrl-C in the middle of epoch 1's checkpoint: the write completes, then exit 130
-    code, err = train(tmp_path, out, epochs=3, slow_epoch=1, sig=signal.SIGINT)
+    code, err, _ = train(tmp_path, out, epochs=3, slow_epoch=1, sig=signal.SIGINT)
     lines = err.strip().splitlines()
     assert code == 130 and lines[-1].startswith("capsedu train: interrupted"), err
     assert "unexpected pos" not in err and "Traceback" not in err
     assert sorted(os.listdir(out)) == ["checkpoint.pt"]                   # complete, no .tmp
     assert load_checkpoint(str(out / "checkpoint.pt"))["epoch"] == 1
     # SIGKILL in the middle of epoch 2's checkpoint: epoch 1's stays; the half-written .tmp stays too
-    code, _ = train(tmp_path, out, epochs=3, slow_epoch=2, sig=signal.SIGKILL)
+    code, _, pid = train(tmp_path, out, epochs=3, slow_epoch=2, sig=signal.SIGKILL)
     assert code == -signal.SIGKILL
-    assert sorted(os.listdir(out)) == ["checkpoint.pt", "checkpoint.pt.tmp"]
+    assert sorted(os.listdir(out)) == ["checkpoint.pt", f"checkpoint.pt.{pid}.tmp"]
     assert load_checkpoint(str(out / "checkpoint.pt"))["epoch"] == 1
     # the next start (here in this process) removes the stale .tmp and resumes from epoch 1 to the end
     real = capsedu.core.capsnet.CapsNet
@@ -128,5 +128,7 @@ def test_an_error_during_a_write_leaves_no_tmp_and_the_old_file(tmp_path):
     with pytest.raises(OSError, match="disk full"):
         files.write_atomic(str(path), fail)
     assert os.listdir(tmp_path) == ["metrics.json"] and path.read_text() == "old"
-    (tmp_path / "metrics.json.tmp").write_text("left by a killed process")
-    assert files.remove_stale_tmp(str(path)) and os.listdir(tmp_path) == ["metrics.json"]
+    (tmp_path / f"metrics.json.{os.getpid()}.tmp").write_text("being written by a running process")
+    (tmp_path / f"metrics.json.{2**22 + 1}.tmp").write_text("left by a killed process")  # above Linux's pid_max
+    assert files.remove_stale_tmp(str(path))
+    assert sorted(os.listdir(tmp_path)) == ["metrics.json", f"metrics.json.{os.getpid()}.tmp"]

@@ -10,6 +10,7 @@ import argparse
 import contextlib
 import os
 import re
+import signal
 import sys
 
 from capsedu import PRESET_NAMES, current_mode
@@ -110,6 +111,7 @@ def choose_shard(args):
 
 def _launch(args) -> None:
     """``--devices``: torchrun starts this command (without ``--devices``) once per device."""
+    from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.run import main as torchrun
 
     from capsedu.experiments.shared.runs import clear_runs, run_folder
@@ -126,13 +128,19 @@ def _launch(args) -> None:
         clear_runs(run_folder(args.out))
     threads = max(1, args.threads // max(1, sum(d == "cpu" for d in args.devices)))
     os.environ.update(CAPSEDU_DEVICES=",".join(args.devices), OMP_NUM_THREADS=str(threads))
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}  # torchrun replaces them
     try:
         torchrun(["--standalone", f"--nproc_per_node={len(args.devices)}", "-m", "capsedu", *argv, "--threads", str(threads)])
     except Exception as err:  # torchrun's ChildFailedError lists every process that failed
+        codes = [f.exitcode for f in getattr(err, "failures", {}).values()]
+        if isinstance(err, SignalException) or codes and all(c in (130, -signal.SIGINT) for c in codes):
+            raise KeyboardInterrupt from None     # Ctrl-C reached torchrun or every process: exit 130
         raise RuntimeError(f"a process of --devices {','.join(args.devices)} failed ({type(err).__name__}); the "
                            f"finished runs are kept in {args.out}: rerun the same command to resume") from None
     finally:
         os.environ.pop("CAPSEDU_DEVICES")
+        for number, handler in handlers.items():
+            signal.signal(number, handler)
 
 
 def run_command(args, config, preset: str, run, command_name: str, indent: int = 1) -> int:
@@ -144,6 +152,7 @@ def run_command(args, config, preset: str, run, command_name: str, indent: int =
 
     from capsedu.experiments.shared.runs import RunFolder, run_folder, settings
     from capsedu.runtime.device import resolve_device
+    from capsedu.runtime.lock import OutputLock
     from capsedu.runtime.results import command_line
 
     shard, device = choose_shard(args)
@@ -151,13 +160,16 @@ def run_command(args, config, preset: str, run, command_name: str, indent: int =
     out = None if args.out is None else run_folder(args.out)
     if out is not None and not args.fresh:            # other settings or a damaged file: an error now
         RunFolder(out, {"settings": settings(config)})
-    if args.devices:
-        _launch(args)                                 # then every run is stored: the run below trains none
-        args.fresh, shard = False, None
-    torch.set_num_threads(args.threads)
-    with contextlib.redirect_stdout(sys.stderr):
-        result = run(out=out, fresh=args.fresh, device=device, command=command_line(args.argv), preset=preset,
-                     progress=not args.no_progress, shard=shard)
+    # one writer per folder; a share of the grid does not lock: --devices' launcher holds it for its
+    # processes, and --shard by hand shares the folder on purpose
+    with contextlib.nullcontext() if out is None or shard is not None else OutputLock(out):
+        if args.devices:
+            _launch(args)                             # then every run is stored: the run below trains none
+            args.fresh, shard = False, None
+        torch.set_num_threads(args.threads)
+        with contextlib.redirect_stdout(sys.stderr):
+            result = run(out=out, fresh=args.fresh, device=device, command=command_line(args.argv), preset=preset,
+                         progress=not args.no_progress, shard=shard)
     if shard is not None and not os.environ.get("CAPSEDU_DEVICES"):
         print(f"capsedu {command_name}: share {shard.index}/{shard.count} of the grid is done; its runs are in {out}",
               file=sys.stderr)

@@ -8,6 +8,7 @@ stored with the same settings is skipped, other settings are a one-line error, `
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import statistics
@@ -25,7 +26,7 @@ from capsedu.data.mnist import load_dataset
 from capsedu.runtime import results
 from capsedu.runtime.device import resolve_device
 from capsedu.runtime.files import interrupted
-from capsedu.runtime.stored import StoredRunError, run_files, run_settings, write_stored
+from capsedu.runtime.stored import NAME_KEYS, RUN_FILE, StoredRunError, run_files, run_settings, run_stem, write_stored
 from capsedu.training.evaluation import float_targets, predict_lengths
 from capsedu.training.loop import epoch_record, start_run, train_epoch
 
@@ -71,8 +72,14 @@ def run_folder(out) -> Path:
 
 
 def clear_runs(folder: Path) -> None:
-    """``--fresh``: the folder's run files and checkpoints go (nothing else in it)."""
-    for path in [*folder.glob("*.json"), *folder.glob("*.ckpt.pt")]:
+    """``--fresh``: the files runs write go (``[<name>-]seed<k>.json``, their checkpoints and the weights a
+    run file names); a file of any other name is the user's and stays."""
+    for path in [p for p in folder.iterdir() if RUN_FILE.fullmatch(p.name) and p.is_file()]:
+        if path.suffix == ".json":
+            with contextlib.suppress(ValueError, AttributeError, TypeError, OSError):  # a damaged one names none
+                weights = json.loads(path.read_bytes())["run"].get("weights")
+                if isinstance(weights, str) and weights == Path(weights).name:
+                    (folder / weights).unlink(missing_ok=True)
         path.unlink()
 
 
@@ -93,9 +100,22 @@ def start_experiment(config, kind: type, summarise: Callable, out, fresh: bool, 
     return folder, device, runs, data
 
 
+def lacking(err: KeyError, runs: List[Dict], folder: Optional[Path]) -> Exception:
+    """What to raise when a summary of ``runs`` (stored in ``folder``) met ``err``: a ``StoredRunError`` naming
+    the first run file that lacks the key, else ``err`` itself."""
+    run = next((r for r in runs if err.args and err.args[0] not in r), None)
+    if run is None or folder is None:
+        return err
+    stem = run_stem(run.get("seed"), next((run[k] for k in NAME_KEYS if k in run), None))
+    return StoredRunError(folder / f"{stem}.json", f"its run has no {err.args[0]!r}, which the summary reads; move "
+                          "the file away to train that run again, or pass --fresh")
+
+
 class RunFolder:
     """An experiment's runs: those its folder holds (same settings) and those trained now (``folder=None``:
     nothing is written, the book's previews). ``shard``: this process trains only its share of the grid."""
+
+    stem = staticmethod(run_stem)
 
     def __init__(self, folder: Optional[Path], header: Dict, fresh: bool = False,
                  summarise: Optional[Callable[[List[Dict]], object]] = None, shard: Optional[Shard] = None):
@@ -112,10 +132,25 @@ class RunFolder:
                 raise StoredRunError(folder / f"{stem}.json", "fails its checksum: it changed after it was written; "
                                      "move it away to train that run again, or pass --fresh")
             self.done[stem], self.seconds[stem] = data["run"], data.get("seconds", 0.0)
+        try:  # a stored run lacking a field: one line now, not a traceback after training
+            self.summary()
+        except StoredRunError:
+            raise
+        except Exception:  # some runs only: their summary may not exist yet; ``finish`` makes it
+            pass
 
-    @staticmethod
-    def stem(seed: int, name: Optional[str] = None) -> str:
-        return f"seed{seed}" if name is None else f"{name}-seed{seed}"
+    def summary(self):
+        """``summarise`` of the finished runs; a stored one that lacks a field it reads: one line naming both."""
+        runs = [self.done[stem] for stem in self.stems()]
+        try:
+            return self.summarise(runs) if self.summarise is not None and runs else None
+        except KeyError as err:
+            raise lacking(err, runs, self.folder) from None
+
+    def stems(self) -> List[str]:
+        """The finished runs, in the grid's order (before ``todo``: as found)."""
+        ordered = [self.stem(s, n) for s, n in self.grid if self.stem(s, n) in self.done]
+        return ordered if self.grid else list(self.done)
 
     def todo(self, seeds: Sequence[int], names: Optional[Sequence[str]] = None,
              key: str = "model") -> List[Tuple[int, Optional[str]]]:
@@ -133,6 +168,7 @@ class RunFolder:
         stem = self.stem(record["seed"], record.get(self.key))
         self.done[stem], self.seconds[stem] = record, round(seconds, 2)
         if self.folder is not None:
+            self.folder.mkdir(parents=True, exist_ok=True)  # removed while training: the finished run is kept
             write_stored({**self.header, "run": record, "seconds": self.seconds[stem], "written": results.utc_now()},
                          self.folder / f"{stem}.json")
             Path(self.checkpoint(stem)).unlink(missing_ok=True)
@@ -141,10 +177,9 @@ class RunFolder:
 
     def finish(self) -> Dict:
         """The experiment so far: the header, the grid's finished runs in order, their seconds, the summary."""
-        stems = [self.stem(s, n) for s, n in self.grid if self.stem(s, n) in self.done]
-        runs = [self.done[stem] for stem in stems]
-        return {**self.header, "runs": runs, "seconds": round(sum(self.seconds[stem] for stem in stems), 2),
-                "summary": self.summarise(runs) if self.summarise is not None and runs else None}
+        stems = self.stems()
+        return {**self.header, "runs": [self.done[stem] for stem in stems],
+                "seconds": round(sum(self.seconds[stem] for stem in stems), 2), "summary": self.summary()}
 
 
 def _tuples(value):
@@ -165,7 +200,10 @@ def stored_or_preview(name: str, check: Optional[Callable[[Dict], object]] = Non
 
     def summarised(data):
         config = config_from_settings(getattr(module, config_name), data["settings"])
-        data["summary"] = module.summarise(data["runs"], config)
+        try:
+            data["summary"] = module.summarise(data["runs"], config)
+        except KeyError as err:
+            raise lacking(err, data["runs"], results.results_dir() / name) from None
         if check is not None:
             check(data)
     return results.stored_or_preview(name, summarised)
