@@ -1,8 +1,8 @@
 """The claim ledger: every claim the book tests, in one table, each with the verdict its chapter gives.
 
 - ``claim_ledger()`` reads each experiment chapter's stored runs through that chapter's own reader
-  (chapters 7, 9, 10, 11) and repeats chapter 3's measurement on the shipped CapsNet; it judges nothing
-  a reader has judged, and chapter 3's two claims, which no reader stores, with ``verdicts.judge``.
+  (chapters 7, 9, 10, 11) and repeats chapter 5's measurement on the shipped CapsNet; it judges nothing
+  a reader has judged, and chapter 5's two claims, which no reader stores, with ``verdicts.judge``.
 - ``Entry``: one claim: whose it is, their number, ours (``verdicts.interval_text``), the budget and
   the verdict, and for a "cannot tell" what it still allows (``verdicts.allows``).
 - ``Ledger.table(chapter)``: one chapter's entries as a narrow HTML table; ``Ledger.glued()``: the
@@ -195,8 +195,8 @@ def _chapter11(sample) -> Dict[str, Dict]:
 class Ledger:
     """Every entry, in the order of ``CLAIMS``."""
     entries: List[Entry]
-    max_c: float                     # chapter 3: mean max_j c_ij after 3 iterations (uniform: 0.1)
-    n_digits: int                    # chapter 3's test digits
+    max_c: float                     # chapter 5: mean max_j c_ij after 3 iterations (uniform: 0.1)
+    n_digits: int                    # chapter 5's test digits
 
     def __getitem__(self, claim_id: str) -> Entry:
         return next(e for e in self.entries if e.id == claim_id)
@@ -226,8 +226,8 @@ class Ledger:
 
 
 def claim_ledger(n_digits: int = 1000) -> Ledger:
-    """Every claim of ``CLAIMS`` with its verdict, from the stored runs and the shipped weights (chapter 3
-    over the first ``n_digits`` test digits of the embedded sample, as chapter 3 measures it)."""
+    """Every claim of ``CLAIMS`` with its verdict, from the stored runs and the shipped weights (chapter 5
+    over the first ``n_digits`` test digits of the embedded sample, as chapter 5 measures it)."""
     from capsedu.data.mnist import load_dataset
     sample = load_dataset("mnist", source="sample", verbose=False)
     ch3 = _chapter3(sample, n_digits)
