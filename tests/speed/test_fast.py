@@ -167,19 +167,19 @@ def test_cli_train_fast_uses_the_fast_path_and_records_its_precision(tmp_path, m
     from capsedu import cli
     from capsedu.speed import fast
     calls = []
-    original = fast.fused_routing
+    original = fast.votes_and_routing
 
-    def counting(*args, **kwargs):  # accelerate() binds the module's fused_routing when it runs
-        calls.append(args[0].shape)
-        return original(*args, **kwargs)
+    def counting(u, *args, **kwargs):  # the fast layers look up fast.votes_and_routing when called
+        calls.append(u.shape)
+        return original(u, *args, **kwargs)
 
-    monkeypatch.setattr(fast, "fused_routing", counting)
+    monkeypatch.setattr(fast, "votes_and_routing", counting)
     out = tmp_path / "run"
     assert cli.main(["train", "--source", "sample", "--limit", "32", "--epochs", "1", "--batch-size", "32",
                      "--out", str(out), "--device", "cpu", "--no-progress", "--fast"]) == 0
     meta = json.loads((out / "metrics.json").read_text())["meta"]
     assert meta["amp"] == resolve_amp("auto", "cpu")  # the one choice (tests/runtime/test_device.py)
-    assert calls and all(shape[1:] == (1152, 10, 16) for shape in calls)  # the fused loop routed every batch
+    assert calls and all(shape[1:] == (1152, 8) for shape in calls)  # the fast votes + routing ran every batch
 
 
 def test_fused_routing_under_a_dispatch_mode_runs_eagerly_without_giving_up_compiling():
