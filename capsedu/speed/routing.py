@@ -33,10 +33,29 @@ def _at_least_float32(dtype):
     return torch.promote_types(dtype, torch.float32)
 
 
+# û and its gradient are made a few images at a time, a chunk small enough to stay in the
+# cache: the einsum's own output and its copy into routing's layout, and each chunk of ∂L/∂û
+# between the product that makes it and the two that read it, never take a pass to memory.
+CHUNK_BYTES = 4 << 20
+
+
+def _chunks(u, W, dtype):
+    """Slices of the batch, each image's votes u.shape[1] x J x D numbers of ``dtype``."""
+    B, I = u.shape[:2]
+    n = max(1, CHUNK_BYTES // (I * W.shape[-3] * W.shape[-2] * dtype.itemsize))
+    return [slice(b, min(b + n, B)) for b in range(0, B, n)]
+
+
 def _votes(u, W, dtype):
     """û (B, N_out, N_in, D), j-major as core stores it: the order routing's sums read."""
     spec = "ijde,bie->bjid" if W.dim() == 4 else "jde,bie->bjid"
-    return torch.einsum(spec, W.to(dtype), u.to(dtype)).contiguous()
+    B, I = u.shape[:2]
+    J, D = W.shape[-3:-1]
+    out = torch.empty(B, J, I, D, dtype=dtype, device=u.device)
+    W = W.to(dtype)
+    for c in _chunks(u, W, dtype):
+        out[c] = torch.einsum(spec, W, u[c].to(dtype))
+    return out
 
 
 def _squash(s, k):
@@ -86,7 +105,8 @@ def _route(u_hat, iterations, mode, k):
 
 
 def _route_backward(u_hat, gv_out, ss, bs, iterations, mode, k):
-    """∂L/∂û (B, J, I, D) from ∂L/∂v^R, differentiating through every iteration."""
+    """∂L/∂û from ∂L/∂v^R, differentiating through every iteration, as the terms of
+    Σ_m coeffs[m] (B, J, I) ⊗ vectors[m] (B, J, D): ∂L/∂û itself is never stored."""
     t, acc = u_hat.dtype, _at_least_float32(u_hat.dtype)
     coeffs, vectors = [], []       # ∂L/∂û = Σ coeffs[m] (B,J,I) ⊗ vectors[m] (B,J,D)
     g_next = None                  # ∂L/∂b^{r+1}
@@ -108,10 +128,30 @@ def _route_backward(u_hat, gv_out, ss, bs, iterations, mode, k):
             gc = (u_hat @ gs.to(t).unsqueeze(-1)).squeeze(-1).to(acc)    # <û, gs_j>
             g = c * (gc - (c * gc).sum(1, keepdim=True))                 # softmax over j
             g_next = g + g_next if mode == "hinton" and not last else g
-    del u_hat   # ∂L/∂û is written after û is gone: the two never coexist here
-    alpha = torch.stack(coeffs, -1).to(t)    # (B, J, I, M)
-    x = torch.stack(vectors, -2).to(t)       # (B, J, M, D)
-    return alpha @ x
+    return coeffs, vectors
+
+
+def _votes_backward(u, W, coeffs, vectors, t, need_u, need_W):
+    """∂L/∂u and ∂L/∂W from ∂L/∂û = Σ coeffs[m] ⊗ vectors[m], a few input capsules i at a
+    time: each chunk of ∂L/∂û gives its rows of ∂L/∂u and, for a dense W, of ∂L/∂W whole."""
+    dense = W.dim() == 4
+    B, I = u.shape[:2]
+    Wt = W.to(t)
+    x = torch.stack(vectors, -2).to(t)                           # (B, J, M, D)
+    gu = torch.empty_like(u) if need_u else None
+    gW = torch.zeros_like(W, dtype=_at_least_float32(W.dtype)) if need_W else None
+    n = max(1, CHUNK_BYTES // (B * W.shape[-3] * W.shape[-2] * t.itemsize))
+    for i in (slice(i, min(i + n, I)) for i in range(0, I, n)):
+        alpha = torch.stack([a[:, :, i] for a in coeffs], -1).to(t)  # (B, J, n, M)
+        g_hat = alpha @ x                                            # ∂L/∂û for these i
+        if need_u:
+            gu[:, i] = torch.einsum("bjid,ijde->bie" if dense else "bjid,jde->bie", g_hat,
+                                    Wt[i] if dense else Wt)
+        if need_W and dense:
+            gW[i] = torch.einsum("bjid,bie->ijde", g_hat, u[:, i].to(t))
+        elif need_W:   # W shared by every i: a small sum over the chunks
+            gW += torch.einsum("bjid,bie->jde", g_hat, u[:, i].to(t))
+    return gu, None if gW is None else gW.to(W.dtype)
 
 
 def _amp_dtype(u, W):
@@ -137,15 +177,9 @@ class VotesAndRouting(torch.autograd.Function):
         u, W, *rest = ctx.saved_tensors
         ss, bs = rest[:iterations], rest[iterations:]
         with torch.autocast(u.device.type, enabled=False):
-            g_hat = _route_backward(_votes(u, W, t), gv.to(_at_least_float32(t)), ss, bs, iterations, mode, k)
-            dense = W.dim() == 4
-            gu = gW = None
-            if ctx.needs_input_grad[0]:
-                spec = "bjid,ijde->bie" if dense else "bjid,jde->bie"
-                gu = torch.einsum(spec, g_hat, W.to(t)).to(u.dtype)
-            if ctx.needs_input_grad[1]:
-                spec = "bjid,bie->ijde" if dense else "bjid,bie->jde"
-                gW = torch.einsum(spec, g_hat, u.to(t)).to(W.dtype)
+            terms = _route_backward(_votes(u, W, t), gv.to(_at_least_float32(t)), ss, bs,
+                                    iterations, mode, k)   # û is freed when this returns
+            gu, gW = _votes_backward(u, W, *terms, t, *ctx.needs_input_grad[:2])
         return gu, gW, None, None, None
 
 
