@@ -135,11 +135,15 @@ def _stages(model, y):
         lengths = safe_norm(v, dim=-1)
         rec = model.decoder(v, F.one_hot(y, model.config.num_classes))
         return lengths, rec
+    from capsedu.speed.fast import FAST_LAYERS
+    r = model.digits.iterations
+    digits = ([(f"u_hat = W u + routing (r = {r}), one function", model.digits)]
+              if type(model.digits) in FAST_LAYERS.values() else   # the fast path's votes_and_routing
+              [("u_hat = W u", model.digits.predictions), (f"routing (r = {r})", model.digits.route)])
     return [
         ("conv1 + ReLU", lambda x: F.relu(model.conv1(x))),
         ("primary capsules", model.primary),
-        ("u_hat = W u", model.digits.predictions),
-        (f"routing (r = {model.digits.iterations})", model.digits.route),
+        *digits,
         ("lengths + decoder", head),
     ]
 
