@@ -3,23 +3,25 @@
 Core computes the votes û_{j|i} = W_ij u_i (``DenseCapsules``; ``SharedCapsules``: W_j u_i)
 and routes them with ``capsedu.core.routing.dynamic_routing``; autograd then keeps û and
 every iteration's tensors. ``votes_and_routing`` gives the same capsules and gradients but
-keeps only u, W, each iteration's s_j (B x N_out x D, tiny) and its logits b_ij (1/D of û),
-and recomputes û from u and W in the backward, which it derives by hand (chapter 8):
+keeps only u, W, each iteration's s_j (B x N_out x D, tiny) and logits b_ij (1/D of û each),
+and recomputes û from u and W in the backward, which is derived by hand (chapter 8):
 
     forward, r = 1..R:  c^r = softmax_j(b^r),  s^r = Σ_i c^r û,  v^r = squash(s^r),
                         b^{r+1} = b^r + <û, v^r>       (Su: b^{r+1} = <û, v^r>)
     backward, r = R..1: gv^r = ∂L/∂v^R if r = R, else Σ_i g^{r+1} û
                         gs^r = squash'(s^r) gv^r,   gc^r = <û, gs^r>
                         g^r  = c^r (gc^r - Σ_j c^r gc^r) [+ g^{r+1}, the paper's update]
-                        ∂L/∂û = Σ_r c^r gs^r + Σ_{r<R} g^{r+1} v^r   (one product, written once)
+                        ∂L/∂û = Σ_r c^r gs^r + Σ_{r<R} g^{r+1} v^r
 
-g^r is ∂L/∂b^r. ∂L/∂û then goes through the votes' product to ∂L/∂u and ∂L/∂W.
-Every mode of ``ROUTING_MODES`` is supported.
+g^r is ∂L/∂b^r (Su's updates replace b, so they drop the + g^{r+1}; his March update
+uses s/|s| for v^r, r < R). ∂L/∂û, made a few capsules at a time and never stored
+whole, goes through the votes' product to ∂L/∂u and ∂L/∂W. Passes over û: the forward
+writes it once and reads it 2R - 1 times, the backward writes it once and reads it
+2(R - 1) times. Every mode of ``ROUTING_MODES`` is supported.
 """
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 from capsedu.core.routing import ROUTING_MODES
 

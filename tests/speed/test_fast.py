@@ -120,6 +120,21 @@ def test_saved_tensor_bytes_counts_each_saved_tensor_once():
         assert bench.saved_tensor_bytes(lambda: (a @ b).exp()) == 0
 
 
+def test_peak_bytes_counts_what_lives_at_once_not_what_was_allocated():
+    n = 1 << 20                                     # 4 MiB of float32
+
+    def one_at_a_time():
+        for _ in range(3):
+            torch.ones(n).sum()                     # each freed before the next
+
+    def all_at_once():
+        kept = [torch.ones(n) for _ in range(3)]
+        return sum(t.sum() for t in kept)
+
+    assert 4 * n <= bench.peak_bytes(one_at_a_time) < 4 * n + 2**16
+    assert 3 * 4 * n <= bench.peak_bytes(all_at_once) < 3 * 4 * n + 2**16
+
+
 def test_naive_network_keeps_more_for_backward_than_capsedu():
     torch.manual_seed(0)
     x, y = torch.rand(4, 1, 28, 28), torch.randint(0, 10, (4,))
