@@ -35,28 +35,25 @@ def _at_least_float32(dtype):
     return torch.promote_types(dtype, torch.float32)
 
 
-# û and its gradient are made a few images at a time, a chunk small enough to stay in the
-# cache: the einsum's own output and its copy into routing's layout, and each chunk of ∂L/∂û
-# between the product that makes it and the two that read it, never take a pass to memory.
+# û and its gradient are made a few input capsules at a time, a chunk small enough to
+# stay in the cache: the product's output and its copy into routing's layout, and each
+# chunk of ∂L/∂û between the product that makes it and the two that read it, never take
+# a pass to memory.
 CHUNK_BYTES = 4 << 20
 
 
-def _chunks(u, W, dtype):
-    """Slices of the batch, each image's votes u.shape[1] x J x D numbers of ``dtype``."""
-    B, I = u.shape[:2]
-    n = max(1, CHUNK_BYTES // (I * W.shape[-3] * W.shape[-2] * dtype.itemsize))
-    return [slice(b, min(b + n, B)) for b in range(0, B, n)]
-
-
-def _votes(u, W, dtype):
-    """û (B, N_out, N_in, D), j-major as core stores it: the order routing's sums read."""
-    spec = "ijde,bie->bjid" if W.dim() == 4 else "jde,bie->bjid"
-    B, I = u.shape[:2]
+def _votes(u, W):
+    """û (B, N_out, N_in, D) of u (B, I, E) and W (I, J, D, E) or (J, D, E), both in the
+    votes' dtype: j-major as core stores it, the order routing's sums read."""
+    B, I, E = u.shape
     J, D = W.shape[-3:-1]
-    out = torch.empty(B, J, I, D, dtype=dtype, device=u.device)
-    W = W.to(dtype)
-    for c in _chunks(u, W, dtype):
-        out[c] = torch.einsum(spec, W, u[c].to(dtype))
+    out = u.new_empty(B, J, I, D)
+    w = W.reshape(-1, J * D, E).transpose(1, 2)                 # (I or 1, E, J*D)
+    ut = u.transpose(0, 1)                                      # (I, B, E)
+    n = max(1, CHUNK_BYTES // (B * J * D * u.dtype.itemsize))
+    for i in (slice(i, min(i + n, I)) for i in range(0, I, n)):
+        y = ut[i] @ (w[i] if W.dim() == 4 else w)               # (n, B, J*D)
+        out[:, :, i] = y.view(-1, B, J, D).permute(1, 2, 0, 3)
     return out
 
 
@@ -108,9 +105,10 @@ def _route(u_hat, iterations, mode, k):
 
 def _route_backward(u_hat, gv_out, ss, bs, iterations, mode, k):
     """∂L/∂û from ∂L/∂v^R, differentiating through every iteration, as the terms of
-    Σ_m coeffs[m] (B, J, I) ⊗ vectors[m] (B, J, D): ∂L/∂û itself is never stored."""
+    Σ_m alpha[..., m] (B, J, I) ⊗ x[:, :, m] (B, J, D): ∂L/∂û itself is never stored."""
     t, acc = u_hat.dtype, _at_least_float32(u_hat.dtype)
-    coeffs, vectors = [], []       # ∂L/∂û = Σ coeffs[m] (B,J,I) ⊗ vectors[m] (B,J,D)
+    alpha = u_hat.new_empty(*u_hat.shape[:3], 2 * iterations - 1)   # (B, J, I, M)
+    vectors = []
     g_next = None                  # ∂L/∂b^{r+1}
     for r in range(iterations, 0, -1):
         s, last = ss[r - 1], r == iterations
@@ -118,42 +116,44 @@ def _route_backward(u_hat, gv_out, ss, bs, iterations, mode, k):
             gv = gv_out
         else:   # v^r feeds only the agreement <û, v^r> that makes b^{r+1}
             v = _unit(s)[0] if mode == "su-march" else _squash(s, k)[0]
-            coeffs.append(g_next)
+            alpha[..., len(vectors)] = g_next
             vectors.append(v)
             gv = (g_next.to(t).unsqueeze(2) @ u_hat).squeeze(2).to(acc)  # Σ_i g û
         gs = _unit_grad(s, gv) if mode == "su-march" and not last else _squash_grad(s, gv, k)
-        c = torch.softmax(bs[r - 2], dim=1) if r > 1 else torch.full_like(
-            u_hat[..., 0], 1.0 / u_hat.shape[1], dtype=acc)
-        coeffs.append(c)
-        vectors.append(gs)
         if r > 1:
+            c = torch.softmax(bs[r - 2], dim=1)
+            alpha[..., len(vectors)] = c
             gc = (u_hat @ gs.to(t).unsqueeze(-1)).squeeze(-1).to(acc)    # <û, gs_j>
             g = c * (gc - (c * gc).sum(1, keepdim=True))                 # softmax over j
             g_next = g + g_next if mode == "hinton" and not last else g
-    return coeffs, vectors
+        else:
+            alpha[..., len(vectors)] = 1.0 / u_hat.shape[1]              # c^1: uniform
+        vectors.append(gs)
+    return alpha, torch.stack(vectors, -2).to(t)                         # x: (B, J, M, D)
 
 
-def _votes_backward(u, W, coeffs, vectors, t, need_u, need_W):
-    """∂L/∂u and ∂L/∂W from ∂L/∂û = Σ coeffs[m] ⊗ vectors[m], a few input capsules i at a
-    time: each chunk of ∂L/∂û gives its rows of ∂L/∂u and, for a dense W, of ∂L/∂W whole."""
+def _votes_backward(u, W, alpha, x, need_u, need_W):
+    """∂L/∂u and ∂L/∂W from ∂L/∂û = alpha @ x, a few input capsules i at a time: each
+    chunk of ∂L/∂û gives its rows of ∂L/∂u and, for a dense W, of ∂L/∂W whole. u and W
+    come in the votes' dtype; ∂L/∂W is summed in float32 at least."""
+    B, J, I, _ = alpha.shape
+    D, E = W.shape[-2:]
     dense = W.dim() == 4
-    B, I = u.shape[:2]
-    Wt = W.to(t)
-    x = torch.stack(vectors, -2).to(t)                           # (B, J, M, D)
+    w = W.reshape(-1, J * D, E)                # (I, J*D, E), or (1, J*D, E) shared
+    ut = u.transpose(0, 1)                     # (I, B, E)
     gu = torch.empty_like(u) if need_u else None
-    gW = torch.zeros_like(W, dtype=_at_least_float32(W.dtype)) if need_W else None
-    n = max(1, CHUNK_BYTES // (B * W.shape[-3] * W.shape[-2] * t.itemsize))
+    gW = w.new_zeros(w.shape, dtype=_at_least_float32(W.dtype)) if need_W else None
+    n = max(1, CHUNK_BYTES // (B * J * D * u.dtype.itemsize))
     for i in (slice(i, min(i + n, I)) for i in range(0, I, n)):
-        alpha = torch.stack([a[:, :, i] for a in coeffs], -1).to(t)  # (B, J, n, M)
-        g_hat = alpha @ x                                            # ∂L/∂û for these i
+        g_hat = alpha[:, :, i] @ x                                   # ∂L/∂û: (B, J, n, D)
+        g_hat = g_hat.permute(2, 0, 1, 3).reshape(-1, B, J * D)     # (n, B, J*D), in cache
         if need_u:
-            gu[:, i] = torch.einsum("bjid,ijde->bie" if dense else "bjid,jde->bie", g_hat,
-                                    Wt[i] if dense else Wt)
+            gu[:, i] = (g_hat @ (w[i] if dense else w)).transpose(0, 1)  # Σ_jd W ∂L/∂û
         if need_W and dense:
-            gW[i] = torch.einsum("bjid,bie->ijde", g_hat, u[:, i].to(t))
+            gW[i] = g_hat.transpose(1, 2) @ ut[i]                   # Σ_b ∂L/∂û u_i^T
         elif need_W:   # W shared by every i: a small sum over the chunks
-            gW += torch.einsum("bjid,bie->jde", g_hat, u[:, i].to(t))
-    return gu, None if gW is None else gW.to(W.dtype)
+            gW[0] += (g_hat.transpose(1, 2) @ ut[i]).sum(0)
+    return gu, None if gW is None else gW.view(W.shape)
 
 
 def _amp_dtype(u, W):
@@ -168,7 +168,7 @@ class VotesAndRouting(torch.autograd.Function):
     def forward(ctx, u, W, iterations, mode, k):
         t = _amp_dtype(u, W)
         with torch.autocast(u.device.type, enabled=False):
-            v, ss, bs = _route(_votes(u, W, t), iterations, mode, k)
+            v, ss, bs = _route(_votes(u.to(t), W.to(t)), iterations, mode, k)
         ctx.save_for_backward(u, W, *ss, *bs)
         ctx.setup = (iterations, mode, k, t)
         return v.to(t)
@@ -179,9 +179,12 @@ class VotesAndRouting(torch.autograd.Function):
         u, W, *rest = ctx.saved_tensors
         ss, bs = rest[:iterations], rest[iterations:]
         with torch.autocast(u.device.type, enabled=False):
-            terms = _route_backward(_votes(u, W, t), gv.to(_at_least_float32(t)), ss, bs,
+            ut, Wt = u.to(t), W.to(t)
+            terms = _route_backward(_votes(ut, Wt), gv.to(_at_least_float32(t)), ss, bs,
                                     iterations, mode, k)   # û is freed when this returns
-            gu, gW = _votes_backward(u, W, *terms, t, *ctx.needs_input_grad[:2])
+            gu, gW = _votes_backward(ut, Wt, *terms, *ctx.needs_input_grad[:2])
+            gu = None if gu is None else gu.to(u.dtype)
+            gW = None if gW is None else gW.to(W.dtype)
         return gu, gW, None, None, None
 
 
