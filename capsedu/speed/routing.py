@@ -119,17 +119,18 @@ def _route_backward(u_hat, gv_out, ss, bs, iterations, mode, k):
             alpha[..., len(vectors)] = g_next
             vectors.append(v)
             gv = (g_next.to(t).unsqueeze(2) @ u_hat).squeeze(2).to(acc)  # Σ_i g û
-        gs = _unit_grad(s, gv) if mode == "su-march" and not last else _squash_grad(s, gv, k)
+        march = mode == "su-march" and not last
+        gs = _unit_grad(s, gv) if march else _squash_grad(s, gv, k)
         if r > 1:
             c = torch.softmax(bs[r - 2], dim=1)
             alpha[..., len(vectors)] = c
-            gc = (u_hat @ gs.to(t).unsqueeze(-1)).squeeze(-1).to(acc)    # <û, gs_j>
-            g = c * (gc - (c * gc).sum(1, keepdim=True))                 # softmax over j
+            gc = (u_hat @ gs.to(t).unsqueeze(-1)).squeeze(-1).to(acc)  # <û, gs_j>
+            g = c * (gc - (c * gc).sum(1, keepdim=True))               # softmax over j
             g_next = g + g_next if mode == "hinton" and not last else g
         else:
-            alpha[..., len(vectors)] = 1.0 / u_hat.shape[1]              # c^1: uniform
+            alpha[..., len(vectors)] = 1.0 / u_hat.shape[1]            # c^1: uniform
         vectors.append(gs)
-    return alpha, torch.stack(vectors, -2).to(t)                         # x: (B, J, M, D)
+    return alpha, torch.stack(vectors, -2).to(t)                       # x: (B, J, M, D)
 
 
 def _votes_backward(u, W, alpha, x, need_u, need_W):
