@@ -6,7 +6,8 @@
 #
 # chapters: every chapter executed in gpu mode (benchmarks/chapters.py): wall time, the lines
 #           it prints about accuracy and data, errors.
-# speed:    train_step.py, stages.py and cost_growth.py (time and memory against input size,
+# speed:    train_step.py, stages.py, memory.py (a step's peak memory, readable vs fast path)
+#           and cost_growth.py (time and memory against input size,
 #           routing iterations and batch; on CUDA with the allocator's peak); 60,000-image epochs (benchmarks/epoch.py) in float32,
 #           bf16, bf16 + fused routing (--fast) and bf16 + torch.compile where the GPU has
 #           native bf16, and fp16 + GradScaler forced (plain and --fast), a T4's precision,
@@ -67,6 +68,7 @@ fi
 if [ "$part" != chapters ]; then
   run train_step benchmarks/train_step.py --device "$device" --batch "$batch" --rounds "$rounds" --steps 2
   run stages benchmarks/stages.py --device "$device" "${stage_args[@]}"
+  run memory benchmarks/memory.py --device "$device" --batch "$batch"
   run cost_growth benchmarks/cost_growth.py --device "$device" "${growth_args[@]}"
   # 2 epochs, the last reported, so that compilation and cuDNN autotuning fall in the first.
   epoch=(benchmarks/epoch.py --device "$device" --source "$source" --sizes "$size" --epochs "$epochs" --batch "$batch" "${test[@]}")

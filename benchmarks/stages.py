@@ -1,7 +1,9 @@
 """Where a CapsNet training step spends its time, and how routing scales.
 
 - ``stages``: forward and backward ms of conv1, primary capsules, u_hat, routing,
-  lengths + decoder, and the Adam update, each timed on its own (readable and fast path);
+  lengths + decoder, and the Adam update, each timed on its own (readable and fast path,
+  whose votes and routing are one stage, and the fast path with core's votes and the
+  compiled routing loop);
 - ``u_hat_read_ms``: one pass over the votes u_hat in the fast path's precision (memory speed);
 - ``routing``: forward ms, backward ms and autograd-graph MB against the number of
   routing iterations r, for the readable loop, the fused one, and the fused one with
@@ -54,8 +56,11 @@ def main(argv=None):
     readable = CapsNet().to(device)
     fast = accelerate(CapsNet().to(device))
 
+    before = accelerate(CapsNet().to(device), fuse_votes=False)   # core's votes, compiled routing loop
     stages = {"readable": bench.stage_times(readable, x, y, repeats=a.repeats),
-              f"fast ({amp})": bench.stage_times(fast, x, y, amp=amp, repeats=a.repeats)}
+              f"fast ({amp})": bench.stage_times(fast, x, y, amp=amp, repeats=a.repeats),
+              f"fast, core votes + compiled loop ({amp})": bench.stage_times(before, x, y, amp=amp,
+                                                                            repeats=a.repeats)}
     with torch.no_grad():
         u_hat = readable.digits.predictions(readable.primary(torch.relu(readable.conv1(x))))
     # one read of u_hat in the fast path's precision: the unit of routing's memory traffic

@@ -8,7 +8,9 @@ load affects all alike, beside what bounds the fast step: the primary-capsule co
 alone (its three passes: forward, input and weight gradients; oneDNN's and the fast path's),
 one matrix product of the forward pass's FLOPs, the machine's matrix speed, and the fast step
 with the votes and routing taken out (``fast_no_routing``: what the rest of the step costs,
-the floor that no routing can go below). Prints one JSON object, with the CPU's model and flags.
+the floor that no routing can go below), and the fast step with core's votes and the
+compiled routing loop (``fast_core_routing``: the fast path before
+``capsedu.speed.routing``). Prints one JSON object, with the CPU's model and flags.
 
     python benchmarks/train_step.py [--batch 100] [--rounds 5] [--steps 2] [--device cpu]
 """
@@ -67,6 +69,8 @@ def main(argv=None):
     }
     if amp != "off":
         fns["fast"] = bench.train_step(accelerate(CapsNet().to(device)), x, y, amp=amp, fused=True)
+        fns["fast_core_routing"] = bench.train_step(accelerate(CapsNet().to(device), fuse_votes=False),
+                                                    x, y, amp=amp, fused=True)
         fns["fast_onednn_conv"] = bench.train_step(accelerate(CapsNet().to(device), gemm_conv=False),
                                                    x, y, amp=amp, fused=True)
         floor = accelerate(CapsNet().to(device))
@@ -78,7 +82,7 @@ def main(argv=None):
         fns["matmul_amp"] = bench.matmul_like_conv(a.batch, device, amp_dtype(amp))
     # FLOPs of the fast steps are those of the readable one (same arithmetic); counting
     # them would run the fused routing eagerly (torch.compile does not run under the counter).
-    routed = ("fast", "fast_fp32", "fast_onednn_conv")
+    routed = ("fast", "fast_fp32", "fast_onednn_conv", "fast_core_routing")
     flops = {k: bench.flop_count(f) for k, f in fns.items() if k not in routed and k != "conv_gemm_amp"}
     for k in routed:
         if k in fns:
@@ -114,7 +118,8 @@ def main(argv=None):
             # the same two ratios with the votes and routing free: the ceiling of this design
             "no_routing_vs_conv_passes": sec["fast_no_routing"] / sec["conv_gemm_amp"],
             "no_routing_vs_naive": sec["naive"] / sec["fast_no_routing"],
-            "seconds": {k: sec[k] for k in ("fast", "fast_no_routing", "fast_onednn_conv", "conv_amp",
+            "seconds": {k: sec[k] for k in ("fast", "fast_no_routing", "fast_onednn_conv",
+                                            "fast_core_routing", "conv_amp",
                                             "conv_gemm_amp", "matmul_amp")}} if amp != "off" else {}),
         "seconds_per_call_all_rounds": times,
     }

@@ -2,5 +2,6 @@
 
 from capsedu.speed.fast import accelerate, fused_routing, readable
 from capsedu.speed.naive import NaiveCapsNet
+from capsedu.speed.routing import votes_and_routing
 
-__all__ = ["accelerate", "readable", "fused_routing", "NaiveCapsNet"]
+__all__ = ["accelerate", "readable", "fused_routing", "votes_and_routing", "NaiveCapsNet"]

@@ -135,11 +135,15 @@ def _stages(model, y):
         lengths = safe_norm(v, dim=-1)
         rec = model.decoder(v, F.one_hot(y, model.config.num_classes))
         return lengths, rec
+    from capsedu.speed.fast import FAST_LAYERS
+    r = model.digits.iterations
+    digits = ([(f"u_hat = W u + routing (r = {r}), one function", model.digits)]
+              if type(model.digits) in FAST_LAYERS.values() else   # the fast path's votes_and_routing
+              [("u_hat = W u", model.digits.predictions), (f"routing (r = {r})", model.digits.route)])
     return [
         ("conv1 + ReLU", lambda x: F.relu(model.conv1(x))),
         ("primary capsules", model.primary),
-        ("u_hat = W u", model.digits.predictions),
-        (f"routing (r = {model.digits.iterations})", model.digits.route),
+        *digits,
         ("lengths + decoder", head),
     ]
 
@@ -252,6 +256,37 @@ def saved_tensor_bytes(fn: Callable[[], torch.Tensor], exclude: Sequence[torch.T
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         fn()
     return sum(seen.values())
+
+
+def peak_bytes(fn: Callable[[], object], device="cpu") -> int:
+    """The most bytes of tensors that ``fn()`` holds at once beyond what existed before it:
+    the allocator's peak on CUDA; on the CPU, the running sum of the allocations and frees
+    that ``torch.profiler`` records (profile_memory), in time order. Unlike
+    ``saved_tensor_bytes`` this counts what lives only briefly (a layer's output before the
+    next one reads it, the gradients in the backward pass)."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        before = torch.cuda.memory_allocated(device)
+        fn()
+        torch.cuda.synchronize(device)
+        return torch.cuda.max_memory_allocated(device) - before
+    from torch._C._profiler import _EventType
+    with _quiet_stderr(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
+                                                 profile_memory=True) as prof:
+        fn()
+    events, stack = [], list(prof.profiler.kineto_results.experimental_event_tree())
+    while stack:
+        node = stack.pop()
+        if node.tag == _EventType.Allocation and node.extra_fields.device.type == "cpu":
+            events.append((node.start_time_ns, node.extra_fields.alloc_size))
+        stack.extend(node.children)
+    live = peak = 0
+    for _, size in sorted(events):
+        live += size
+        peak = max(peak, live)
+    return peak
 
 
 def routing_cost(u_hat: torch.Tensor, iterations: Sequence[int], router: Callable, repeats: int = 3) -> List[Dict]:

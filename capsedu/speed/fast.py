@@ -10,8 +10,10 @@ same gradients:
   routing's sums. ``detach_inner=True`` stops gradients through all but the last
   iteration, as several public implementations do; that changes the gradients, so
   it is off by default and chapter 8 measures what it costs in accuracy.
-- ``accelerate(model)``: puts ``fused_routing`` into a model's routed capsule
-  layers, runs the primary capsules' convolution as matrix products on the CPU
+- ``accelerate(model)``: runs each routed capsule layer's votes and routing as one
+  function with a hand-derived backward (``capsedu.speed.routing.votes_and_routing``:
+  it keeps û out of the autograd graph), ``fused_routing`` where the layer is asked for
+  its history or for ``detach_inner``, runs the primary capsules' convolution as matrix products on the CPU
   (``capsedu.speed.gemm_conv``) and, on CUDA, stores convolutions channels-last.
 
 The precision to run it in is ``capsedu.runtime.device.resolve_amp("auto", device)``'s choice.
@@ -24,9 +26,10 @@ import warnings
 import torch
 from torch import nn
 
-from capsedu.core.layers import PrimaryCapsules
+from capsedu.core.layers import DenseCapsules, PrimaryCapsules, SharedCapsules
 from capsedu.core.routing import dynamic_routing
 from capsedu.speed.gemm_conv import GemmConv2d
+from capsedu.speed.routing import votes_and_routing
 
 __all__ = ["fused_routing", "accelerate"]
 
@@ -87,12 +90,35 @@ def fused_routing(u_hat: torch.Tensor, iterations: int = 3, mode: str = "hinton"
     return dynamic_routing(u_hat, *args)
 
 
+class _VotesAndRouting:
+    """A routed capsule layer whose forward is ``votes_and_routing`` (one autograd function);
+    a call for the routing history goes through core's layer as before."""
+
+    def forward(self, u, return_history=False):
+        if return_history:
+            return super().forward(u, return_history)
+        return votes_and_routing(u, self.weight, self.iterations, self.routing, self.squash_k)
+
+
+class FastDenseCapsules(_VotesAndRouting, DenseCapsules):
+    pass
+
+
+class FastSharedCapsules(_VotesAndRouting, SharedCapsules):
+    pass
+
+
+FAST_LAYERS = {DenseCapsules: FastDenseCapsules, SharedCapsules: FastSharedCapsules}
+
+
 def accelerate(model: nn.Module, compile_routing: bool = True, detach_inner: bool = False,
-               channels_last="auto", gemm_conv: bool = True) -> nn.Module:
+               channels_last="auto", gemm_conv: bool = True, fuse_votes: bool = True) -> nn.Module:
     """Switch ``model`` to the fast path in place and return it.
 
-    Every routed capsule layer (``DenseCapsules``, ``SharedCapsules``) then routes with
-    ``fused_routing``. ``gemm_conv`` makes each ``PrimaryCapsules`` convolution a
+    Every routed capsule layer (``DenseCapsules``, ``SharedCapsules``) then computes its votes
+    and routing with ``votes_and_routing`` (``fuse_votes``; with ``detach_inner``, which it does
+    not do, the layer keeps core's votes), and routes with ``fused_routing`` when called for
+    its history or with ``fuse_votes=False``. ``gemm_conv`` makes each ``PrimaryCapsules`` convolution a
     ``GemmConv2d`` (the same parameters), which on the CPU runs as three matrix products.
     ``channels_last="auto"`` stores 4-D weights channels-last on CUDA (cuDNN's fastest
     layout for bf16) and, with ``gemm_conv``, on the CPU: conv1 then hands over features
@@ -110,6 +136,8 @@ def accelerate(model: nn.Module, compile_routing: bool = True, detach_inner: boo
     router = functools.partial(fused_routing, detach_inner=detach_inner, compile=compile_routing)
     for m in routed:
         m.fast_routing = router
+        if fuse_votes and not detach_inner and type(m) in FAST_LAYERS:
+            m.__class__ = FAST_LAYERS[type(m)]
     if gemm_conv:
         for m in model.modules():
             if isinstance(m, PrimaryCapsules) and type(m.conv) is nn.Conv2d:
@@ -125,5 +153,8 @@ def readable(module: nn.Module) -> None:
     """``model.apply(readable)`` puts the readable ``dynamic_routing`` and ``nn.Conv2d`` back."""
     if hasattr(module, "fast_routing"):
         module.fast_routing = None
+    core = {fast: layer for layer, fast in FAST_LAYERS.items()}
+    if type(module) in core:
+        module.__class__ = core[type(module)]
     if type(module) is GemmConv2d:
         module.__class__ = nn.Conv2d

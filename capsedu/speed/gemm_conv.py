@@ -10,12 +10,13 @@ is one large matrix product over a patch matrix built once per step:
   it comes out (O, ky, kx, C), the channels-last layout ``accelerate`` stores the weight in;
 - input gradient: ``grad_out @ W``, then each patch row added back where it came from
   (k * Wo additions of contiguous blocks, summed in float32 a few images at a time, so that
-  the sums stay in the core's cache).
+  the sums stay in the core's cache; the rows too are made a few images at a time).
 
 The arithmetic is the convolution's, so values agree with ``torch.nn.functional.conv2d`` to
 rounding; ``tests/speed/test_gemm_conv.py`` checks them and the gradients. The price is memory: the
 patch matrix (B*Ho*Wo x k*k*C, about 150 MB in bf16 for a batch of 100) is kept for the
-backward pass. On CUDA, cuDNN is faster, so ``GemmConv2d`` only takes over on the CPU.
+weight gradient; at a batch of 128 it is the largest tensor of a fast CPU step
+(``benchmarks/memory.py`` compares the step with oneDNN's convolution). On CUDA, cuDNN is faster, so ``GemmConv2d`` only takes over on the CPU.
 """
 from __future__ import annotations
 
@@ -38,20 +39,23 @@ def _patches(x_nhwc: torch.Tensor, k: int, s: int) -> torch.Tensor:
     return rows.reshape(B * Ho * Wo, k * k * C)
 
 
-def _fold(rows: torch.Tensor, shape, s: int, dtype) -> torch.Tensor:
-    """Each patch's gradient (B*Ho*Wo, k*k*C) added back where it came from: (B, H, W, C)."""
+def _fold(g: torch.Tensor, w: torch.Tensor, shape, s: int, dtype) -> torch.Tensor:
+    """Each patch's gradient, rows of ``g @ w`` (B*Ho*Wo, k*k*C), added back where it came
+    from: (B, H, W, C). The rows are made for a few images at a time, as they are folded, so
+    that they never take a patch matrix's memory."""
     B, C, H, W, k, Ho, Wo = shape
-    rows = rows.view(B, Ho, Wo, k, k * C)
-    out = torch.empty(B, H, W * C, dtype=dtype, device=rows.device)
-    wide = torch.promote_types(rows.dtype, torch.float32)
+    out = torch.empty(B, H, W * C, dtype=dtype, device=g.device)
+    wide = torch.promote_types(g.dtype, torch.float32)
     n = max(1, FOLD_CHUNK_BYTES // (H * W * C * 4))
     for b in range(0, B, n):
-        acc = torch.zeros(min(n, B - b), H, W * C, dtype=wide, device=rows.device)
+        m = min(n, B - b)
+        rows = (g[b * Ho * Wo:(b + m) * Ho * Wo] @ w).view(m, Ho, Wo, k, k * C)
+        acc = torch.zeros(m, H, W * C, dtype=wide, device=g.device)
         for ky in range(k):
             for xo in range(Wo):                 # k*C adjacent numbers of one image row
                 acc[:, ky:ky + s * (Ho - 1) + 1:s, s * xo * C:(s * xo + k) * C].add_(
-                    rows[b:b + n, :, xo, ky])
-        out[b:b + n] = acc
+                    rows[:, :, xo, ky])
+        out[b:b + m] = acc
     return out.view(B, H, W, C)
 
 
@@ -80,8 +84,7 @@ class _GemmConv(torch.autograd.Function):
         grad_b = None if b_dtype is None else g.sum(0, dtype=wide).to(b_dtype)
         grad_x = None
         if ctx.needs_input_grad[0]:
-            rows = g @ w                                             # each patch's gradient
-            grad_x = _fold(rows, ctx.shape, ctx.stride, x_dtype).permute(0, 3, 1, 2)
+            grad_x = _fold(g, w, ctx.shape, ctx.stride, x_dtype).permute(0, 3, 1, 2)
         return grad_x, grad_w, grad_b, None, None
 
 

@@ -84,7 +84,8 @@ SHOWN = ["capsedu.core.squashing:squash", "capsedu.core.squashing:safe_norm",
          "capsedu.methods.matrix_capsnet:ClassMatrixCapsules.votes",
          "capsedu.methods.attention:self_attention_routing",
          "capsedu.methods.tutorial_capsnet:tutorial_squash",
-         "capsedu.methods.tutorial_capsnet:tutorial_routing"]
+         "capsedu.methods.tutorial_capsnet:tutorial_routing",
+         "capsedu.speed.routing:_route_backward"]
 PRINTS = re.compile(r"(?:getsource|(?<![\w.])show)\(([\w.]+)\)")
 WHOLE_MODEL = re.compile(r"WHOLE_MODEL = \(([^)]*)\)")  # chapter 4's whole-model screen, printed
 

@@ -120,6 +120,21 @@ def test_saved_tensor_bytes_counts_each_saved_tensor_once():
         assert bench.saved_tensor_bytes(lambda: (a @ b).exp()) == 0
 
 
+def test_peak_bytes_counts_what_lives_at_once_not_what_was_allocated():
+    n = 1 << 20                                     # 4 MiB of float32
+
+    def one_at_a_time():
+        for _ in range(3):
+            torch.ones(n).sum()                     # each freed before the next
+
+    def all_at_once():
+        kept = [torch.ones(n) for _ in range(3)]
+        return sum(t.sum() for t in kept)
+
+    assert 4 * n <= bench.peak_bytes(one_at_a_time) < 4 * n + 2**16
+    assert 3 * 4 * n <= bench.peak_bytes(all_at_once) < 3 * 4 * n + 2**16
+
+
 def test_naive_network_keeps_more_for_backward_than_capsedu():
     torch.manual_seed(0)
     x, y = torch.rand(4, 1, 28, 28), torch.randint(0, 10, (4,))
@@ -167,19 +182,19 @@ def test_cli_train_fast_uses_the_fast_path_and_records_its_precision(tmp_path, m
     from capsedu import cli
     from capsedu.speed import fast
     calls = []
-    original = fast.fused_routing
+    original = fast.votes_and_routing
 
-    def counting(*args, **kwargs):  # accelerate() binds the module's fused_routing when it runs
-        calls.append(args[0].shape)
-        return original(*args, **kwargs)
+    def counting(u, *args, **kwargs):  # the fast layers look up fast.votes_and_routing when called
+        calls.append(u.shape)
+        return original(u, *args, **kwargs)
 
-    monkeypatch.setattr(fast, "fused_routing", counting)
+    monkeypatch.setattr(fast, "votes_and_routing", counting)
     out = tmp_path / "run"
     assert cli.main(["train", "--source", "sample", "--limit", "32", "--epochs", "1", "--batch-size", "32",
                      "--out", str(out), "--device", "cpu", "--no-progress", "--fast"]) == 0
     meta = json.loads((out / "metrics.json").read_text())["meta"]
     assert meta["amp"] == resolve_amp("auto", "cpu")  # the one choice (tests/runtime/test_device.py)
-    assert calls and all(shape[1:] == (1152, 10, 16) for shape in calls)  # the fused loop routed every batch
+    assert calls and all(shape[1:] == (1152, 8) for shape in calls)  # the fast votes + routing ran every batch
 
 
 def test_fused_routing_under_a_dispatch_mode_runs_eagerly_without_giving_up_compiling():
