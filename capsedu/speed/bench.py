@@ -7,6 +7,7 @@ Timings are medians of several calls after a warm-up call, synchronised on CUDA.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import statistics
 import time
 from typing import Callable, Dict, List, Optional, Sequence
@@ -259,11 +260,9 @@ def saved_tensor_bytes(fn: Callable[[], torch.Tensor], exclude: Sequence[torch.T
 
 
 def peak_bytes(fn: Callable[[], object], device="cpu") -> int:
-    """The most bytes of tensors that ``fn()`` holds at once beyond what existed before it:
-    the allocator's peak on CUDA; on the CPU, the running sum of the allocations and frees
-    that ``torch.profiler`` records (profile_memory), in time order. Unlike
-    ``saved_tensor_bytes`` this counts what lives only briefly (a layer's output before the
-    next one reads it, the gradients in the backward pass)."""
+    """The most bytes of tensors ``fn()`` holds at once beyond what existed before: CUDA's allocator
+    peak; on the CPU, the running sum of torch.profiler's allocations and frees in time order. Unlike
+    ``saved_tensor_bytes`` it counts what lives briefly (outputs, the backward's gradients)."""
     device = torch.device(device)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -282,11 +281,7 @@ def peak_bytes(fn: Callable[[], object], device="cpu") -> int:
         if node.tag == _EventType.Allocation and node.extra_fields.device.type == "cpu":
             events.append((node.start_time_ns, node.extra_fields.alloc_size))
         stack.extend(node.children)
-    live = peak = 0
-    for _, size in sorted(events):
-        live += size
-        peak = max(peak, live)
-    return peak
+    return max(itertools.accumulate((size for _, size in sorted(events)), initial=0))
 
 
 def routing_cost(u_hat: torch.Tensor, iterations: Sequence[int], router: Callable, repeats: int = 3) -> List[Dict]:
