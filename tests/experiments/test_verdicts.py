@@ -1,0 +1,86 @@
+"""The four verdicts: intervals over seeds and items, the sign test's resolution, TOST and Holm."""
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from capsedu.experiments.shared.verdicts import (CANNOT_TELL, EQUIVALENT, FAILS, HOLDS, seeds_and_items,
+                                                 shown, sign_test, verdict_table)
+
+
+def _items(outcomes):
+    """{model: (seeds, items) 0/1 array} -> an items table as tables.items_table makes it."""
+    parts = [pd.DataFrame({"model": m, "seed": np.repeat(np.arange(r.shape[0]), r.shape[1]), "test": "t",
+                           "item": np.tile(np.arange(r.shape[1]), r.shape[0]), "right": r.ravel()})
+             for m, r in outcomes.items()]
+    return pd.concat(parts, ignore_index=True)
+
+
+def _draw(rng, seeds, items, acc_a, acc_b, seed_sd=0.0):
+    """Per seed a shift of a's accuracy (seed_sd), per item a difficulty: a and b answer independently."""
+    shift = rng.normal(0, seed_sd, (seeds, 1))
+    easy = rng.uniform(-0.1, 0.1, (1, items))
+    a = rng.random((seeds, items)) < np.clip(acc_a + shift + easy, 0, 1)
+    b = rng.random((seeds, items)) < np.clip(acc_b + easy, 0, 1)
+    return a.astype(int), b.astype(int)
+
+
+def test_one_seed_reduces_to_the_items_and_constant_items_to_the_seeds():
+    rng = np.random.default_rng(0)
+    d = rng.integers(-1, 2, (1, 400)).astype(float)
+    assert seeds_and_items(d)["se"] == pytest.approx(d.std(ddof=1) / math.sqrt(400))
+    per_seed = rng.normal(0, 0.05, (5, 1))
+    d = np.repeat(per_seed, 300, axis=1)
+    assert seeds_and_items(d)["se"] == pytest.approx(per_seed.std(ddof=1) / math.sqrt(5))
+
+
+def test_the_sign_test_cannot_resolve_fewer_than_six_items():
+    assert sign_test(np.array([[1, 1, 1, 1, 1, 0]]))["resolution"] is None
+    assert sign_test(np.array([[1, 1, 1, 1, 1, 1, 0]]))["resolution"] == 6
+    rows = verdict_table([dict(a="a", b="b", test="t")], items=_items(
+        {"a": np.ones((1, 100), int), "b": np.r_[np.zeros(5), np.ones(95)][None].astype(int)}))
+    assert math.isinf(rows.mdd[0]) and rows.verdict[0] == CANNOT_TELL
+
+
+def test_the_interval_covers_about_95_percent_when_seeds_vary():
+    rng = np.random.default_rng(1)
+    covered = 0
+    for _ in range(400):
+        a, b = _draw(rng, 5, 200, 0.8, 0.8, seed_sd=0.03)
+        r = seeds_and_items(a - b)
+        covered += abs(r["mean"]) <= stats.t(r["df"]).ppf(0.975) * r["se"]
+    assert 0.91 <= covered / 400 <= 0.99
+
+
+def test_a_clear_gain_holds_its_reverse_does_not_and_a_tiny_one_is_equivalent():
+    rng = np.random.default_rng(2)
+    a, b = _draw(rng, 5, 1000, 0.9, 0.6)
+    items = _items({"a": a, "b": b, "c": np.where(rng.random(a.shape) < 0.01, 1 - a, a)})
+    rows = verdict_table([dict(a="a", b="b", test="t", primary=True), dict(a="a", b="b", test="t", sign=-1),
+                          dict(a="a", b="c", test="t", kind="matches", delta=0.02),
+                          dict(a="a", b="b", test="t", kind="matches", delta=0.02)], items=items)
+    assert rows.verdict.tolist() == [HOLDS, FAILS, EQUIVALENT, FAILS]
+    assert math.isnan(rows.p_holm[0]) and (rows.p_holm_all >= rows.p.where(rows.kind == "beats", 0)).all()
+    table = shown(rows)
+    assert table["Holm p"][0] == "primary" and table["seeds × items"][0] == "5 × 1,000"
+    assert table["verdict"].tolist() == rows.verdict.tolist()
+
+
+def test_holm_takes_a_secondary_row_below_its_own_interval_not_a_primary_one():
+    d = [.01, .03, .005, .02, .025]                  # t = 3.9 on 4 df: p about 0.02
+    runs = pd.DataFrame({"model": ["a"] * 5 + ["b"] * 5, "seed": list(range(5)) * 2, "acc": [0.8 + x for x in d] + [0.8] * 5})
+    claims = [dict(a="a", b="b", field="acc", primary=True)] + [dict(a="a", b="b", field="acc")] * 5
+    rows = verdict_table(claims, runs=runs)
+    assert (rows.low > 0).all() and 0.01 < rows.p[0] < 0.05
+    assert rows.verdict.tolist() == [HOLDS] + [CANNOT_TELL] * 5
+    assert rows.p_holm_all[0] == pytest.approx(min(1, 6 * rows.p[0])) and math.isnan(rows.p_holm[0])
+
+
+def test_seeds_only_rows_and_bad_claims():
+    runs = pd.DataFrame({"model": ["a"] * 3 + ["b"] * 3, "seed": [0, 1, 2] * 2, "acc": [.9, .9, .9, .8, .8, .8]})
+    row = verdict_table([dict(a="a", b="b", field="acc")], runs=runs).iloc[0]
+    assert row.method == "seeds only" and row.equal and row.verdict == CANNOT_TELL
+    with pytest.raises(ValueError, match="delta"):
+        verdict_table([dict(a="a", b="b", field="acc", kind="matches")], runs=runs)
