@@ -116,35 +116,33 @@ def test_end_to_end_and_misses():
 
 
 # ---------------------------------------------------------------- chapter 11's claims on the stored run
-from capsedu.experiments.shared.tables import load, runs_table  # noqa: E402
-from capsedu.reports.verdicts import CANNOT_TELL, HOLDS, rows_for  # noqa: E402
+from capsedu.experiments.shared.tables import load  # noqa: E402
+from capsedu.experiments.shared.verdicts import CANNOT_TELL, HOLDS, verdict_table  # noqa: E402
 
 
 def _stored():
-    return load("tutorial_vs_fixed", lambda: pytest.fail("the stored run should be readable"), check=tvf.readable)
+    return load(tvf.STORED, lambda: pytest.fail("the stored run should be readable"), check=tvf.readable)
 
 
 def test_the_chapters_claims_on_the_stored_run():
     data = _stored()
-    runs = runs_table(data)
-    gap, printed = rows_for(list(tvf.CLAIMS), tvf.with_printed(data["runs"]), 1000)
-    means = runs.groupby("model").test.mean()
-    c = gap["comparison"]
-    assert c["mean"] == pytest.approx(means["fixed"] - means["tutorial"]) and c["method"] == "seeds and items"
+    f = tvf.frames(data)
+    gap, printed = (row for _, row in verdict_table(tvf.CLAIMS, f["runs"], f["items"]).iterrows())
+    means = f["runs"].groupby("model").test.mean()
+    assert gap["mean"] == pytest.approx(means["fixed"] - means["tutorial"])
+    assert gap["method"] == "seeds and items" and (gap["seeds"], gap["items"]) == (3, 1000)
+    # the sign test counts digits by their mean over the seeds, not (seed, digit) pairs
     misses = {(r["model"], r["seed"]): set(r["misses"]["test"]) for r in data["runs"]}
-    seeds = sorted(runs.seed.unique())
-    only_fixed = sum(len(misses["tutorial", s] - misses["fixed", s]) for s in seeds)  # fixed right, tutorial wrong
-    assert (c["pooled"]["only_a"], c["pooled"]["only_b"]) == (
-        only_fixed, sum(len(misses["fixed", s] - misses["tutorial", s]) for s in seeds))
-    # the verdict word follows the numbers: an interval above zero and the pooled items agreeing
-    agree = c["pooled"]["p"] < 0.05 and only_fixed > c["pooled"]["only_b"]
-    assert (gap["verdict"] == HOLDS) == (c["low"] > 0 and agree)
-    assert gap["primary"] and printed["p_holm"] is None       # no p to adjust: no interval
-    # the printed accuracy: one stored number per seed and no per-item outcomes, so no interval
+    lean = {i: sum((i in misses["tutorial", s]) - (i in misses["fixed", s]) for s in range(3))
+            for i in set().union(*misses.values())}
+    assert (gap["items_up"], gap["items_down"]) == (sum(v > 0 for v in lean.values()),
+                                                    sum(v < 0 for v in lean.values()))
+    assert (gap["verdict"] == HOLDS) == (gap["low"] > 0 and gap["sign_p"] < 0.05)
+    # the printed accuracy: one stored number per seed and no per-item outcomes: seeds only
     last = {r["seed"]: r["epochs"][-1]["test_as_reported"] - r["test"]
             for r in data["runs"] if r["model"] == "tutorial"}
-    assert printed["comparison"]["mean"] == pytest.approx(sum(last.values()) / len(last))
-    assert printed["comparison"]["low"] is None and printed["verdict"] == CANNOT_TELL
+    assert printed["mean"] == pytest.approx(sum(last.values()) / len(last))
+    assert printed["method"] == "seeds only" and printed["verdict"] == CANNOT_TELL
 
 
 def test_a_stored_run_without_one_model_is_not_readable():
