@@ -94,8 +94,9 @@ def test_every_exercise_has_a_check_a_placeholder_and_a_solution(path):
     assert all(tagged(c, "raises-exception") for c in checks), "the build lets a check raise"
     placeholders = set().union(*(assigned(c, True) for c in nb.cells if c.cell_type == "code"
                                  and not tagged(c, "exercise-solution")))
-    solved = set().union(*(assigned(c) for c in nb.cells if tagged(c, "exercise-solution")))
-    assert placeholders and placeholders <= solved, "a solution fills every placeholder"
+    solutions = [assigned(c) for c in nb.cells if tagged(c, "exercise-solution")]
+    assert placeholders and placeholders <= set().union(*solutions), "a solution fills every placeholder"
+    assert all(names & placeholders for names in solutions), "each solution answers a placeholder"
     first_solution = min(n for n, c in enumerate(nb.cells) if tagged(c, "exercise-solution"))
     assert nb.cells.index(checks[0]) < first_solution, "no solution runs before the first check"
 
