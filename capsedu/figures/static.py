@@ -162,7 +162,9 @@ def squash_twin(ks: Sequence[float] = SQUASH_TWIN_K) -> Twin:
 
 
 def routing_twin(model=None, image: Optional[torch.Tensor] = None, iterations: int = 5) -> Twin:
-    """Routing iterations 1..``iterations`` with Hinton's and Su's update, on the toy layer and a CapsNet input."""
+    """Routing iterations 1..``iterations`` with Hinton's and Su's update, on the toy layer and a CapsNet input.
+
+    It opens at the last iteration: the first is uniform by construction."""
     if (model is None) != (image is None):
         raise ValueError("routing_twin: pass both model and image (1, 28, 28), or neither")
     check_count(iterations, "routing_twin: iterations")
@@ -180,7 +182,7 @@ def routing_twin(model=None, image: Optional[torch.Tensor] = None, iterations: i
     plot = RoutingPlot(toy, net)
     modes = ["hinton", "su"]
     controls = [Control("update", ["Hinton: b ← b + û·v", "Su: b ← û·v"], "select", 0),
-                Control("iteration", [str(t) for t in range(1, iterations + 1)], "range", 0)]
+                Control("iteration", [str(t) for t in range(1, iterations + 1)], "range", iterations - 1)]
     return plot_twin("routing", plot, controls,
                       lambda key: plot.update(*runs[modes[key[0]]], key[1] + 1, modes[key[0]]),
                       "Coupling coefficients and outputs of dynamic routing at one iteration")
