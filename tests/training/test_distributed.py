@@ -5,7 +5,7 @@ tests/training/test_distributed.py FOLDER`` trains a tiny CapsNet on the first 4
 16: the last batch of 13 splits 6 + 7, so the share weighting is exercised) for one epoch,
 keeps that checkpoint aside, resumes for a second epoch, and rank 0 writes the final weights.
 
-Tolerance. Summing the two ranks' weighted gradients gives the global batch's gradient up to
+Tolerance. Averaging the two ranks' weighted gradients gives the global batch's gradient up to
 float32 rounding in another order of additions (relative ~1e-7 per element and step). Adam
 divides each update by sqrt(v), so where a gradient is itself near rounding level its update
 can change by much more: the largest single difference is not a useful measure (measured
