@@ -7,8 +7,8 @@
 - ``two-digits``: Su Jianlin's two-digit experiment (train on single digits, test on
   pairs), with the book's settings for a mode (``--preset``); the results as JSON.
 - ``robustness``, ``ablation``, ``multimnist``: chapter 9's reruns of the paper's three
-  experiments, and ``compare-routing``: chapter 10's routing methods on one budget (these four
-  commands in ``capsedu.experiments.shared.arguments``); JSON on stdout and in ``--out``.
+  experiments, and ``compare-routing``: chapter 10's routing methods on one budget (every
+  experiment is declared in ``capsedu.experiments.catalogue``); JSON on stdout and in ``--out``.
 
 One resume rule for every command that writes a stored run (``train`` and all of the above):
 rerunning it with an existing ``--out`` resumes when the stored settings match, ``--fresh``
@@ -38,7 +38,9 @@ __all__ = ["main", "build_parser"]
 def build_parser() -> argparse.ArgumentParser:
     fmt = HelpFormatter
     parser = CommandParser(prog="python -m capsedu", description="Capsule Networks, taught: train, evaluate, inspect.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{train,evaluate,info,two-digits,robustness,ablation,multimnist,compare-routing}")
+    from capsedu.experiments.catalogue import EXPERIMENTS
+    sub = parser.add_subparsers(dest="command", required=True,
+                                metavar="{" + ",".join(["train", "evaluate", "info", *EXPERIMENTS]) + "}")
 
     def data_args(p, source_default):
         p.add_argument("--dataset", choices=("mnist", "fashion-mnist"), default=None if source_default is None
@@ -81,23 +83,18 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--root", default=None, help="data folder (default: $CAPSEDU_DATA or ~/.cache/capsedu)")
     i.set_defaults(func=cmd_info)
 
-    d = sub.add_parser("two-digits", help="Su's two-digit experiment (JSON)", formatter_class=fmt,
-                       description="Train on single MNIST digits only, test on images of two distinct digits "
-                       "(Su Jianlin's experiment); print the results as JSON. Options override the preset.")
-    from capsedu.experiments.two_digits.cli import (
-        add_cli_arguments as two_digit_arguments,
-    )
-    two_digit_arguments(d)
-    d.set_defaults(func=cmd_two_digits)
-    from capsedu.experiments.shared.arguments import EXPERIMENTS
-    from capsedu.experiments.shared.arguments import (
-        add_cli_arguments as paper_arguments,
-    )
-    for name, (*_, about) in EXPERIMENTS.items():  # chapter 9's three experiments and chapter 10's comparison
-        paper_arguments(sub.add_parser(name, help=about + " (JSON)", formatter_class=fmt, description=about + "; "
-                                       "the result as JSON on stdout (and in --out). Rerun the same command to "
-                                       "finish an interrupted run (--fresh starts over)."), name)
-        sub.choices[name].set_defaults(func=cmd_paper_experiment)
+    from capsedu.experiments.shared.arguments import add_cli_arguments
+    from capsedu.experiments.two_digits.cli import add_cli_arguments as two_digit_arguments
+    for name, e in EXPERIMENTS.items():
+        p = sub.add_parser(name, help=e.about + " (JSON)", formatter_class=fmt, description=e.about + "; the "
+                           "result as JSON on stdout (and in --out). Rerun the same command to finish an "
+                           "interrupted run (--fresh starts over); options override the preset.")
+        if name == "two-digits":  # its own options (capsedu.experiments.two_digits.cli)
+            two_digit_arguments(p)
+            p.set_defaults(func=cmd_two_digits)
+        else:
+            add_cli_arguments(p, name)
+            p.set_defaults(func=cmd_paper_experiment)
     return parser
 
 
@@ -141,7 +138,7 @@ def main(argv=None) -> int:
     try:
         with catch_ctrl_c():  # Ctrl-C at any moment: exit 130, whatever swallowed it
             with ctrl_c_deferred():  # one that lands inside torch's import can abort the process (SIGABRT)
-                importlib.import_module("torch")
+                importlib.import_module("torch")  # (a test stands in for it)
             code = args.func(args)
             if interrupted():
                 raise KeyboardInterrupt

@@ -14,25 +14,11 @@ import signal
 import sys
 
 from capsedu import PRESET_NAMES, current_mode
+from capsedu.experiments.catalogue import EXPERIMENTS
 from capsedu.runtime.arguments import epochs_int, seed_int, threads_int
 
-__all__ = ["EXPERIMENTS", "add_fresh_argument", "add_run_arguments", "add_cli_arguments",
+__all__ = ["add_fresh_argument", "add_run_arguments", "add_cli_arguments",
            "choose_shard", "run_command", "cli_main"]
-
-# command -> (module, runner, config field that --epochs sets, what one run is, one-line description)
-EXPERIMENTS = {
-    "robustness": ("robustness", "robustness_experiment", "max_epochs", "run",
-                   "affine robustness of a CNN and CapsNet matched on clean accuracy (the paper's affNIST test)"),
-    "ablation": ("ablation", "ablation_experiment", "epochs", "run",
-                 "routing iterations x reconstruction loss, plus detach_inner (the paper's Table 1)"),
-    "multimnist": ("multimnist", "multimnist_experiment", "epochs", "run",
-                   "overlapping digits: top-2 accuracy and segmentation (the paper's MultiMNIST)"),
-    "compare-routing": ("compare_routing.run", "compare_routing", "epochs", "method x seed",
-                        "dynamic, EM, self-attention and no routing on one budget"),
-    "tutorial-vs-fixed": ("tutorial_vs_fixed", "tutorial_vs_fixed", "epochs", "model x seed",
-                          "the tutorial code's CapsNet against capsedu's, same data and budget (chapter 11)"),
-}
-
 
 def add_fresh_argument(parser: argparse.ArgumentParser) -> None:
     """``--fresh``, the one flag of the resume rule (every command that writes a stored run has it)."""
@@ -77,8 +63,9 @@ def add_run_arguments(parser: argparse.ArgumentParser, presets, unit: str, epoch
 
 def add_cli_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     """The options of one of ``EXPERIMENTS``' commands."""
-    maximum = " (maximum)" if EXPERIMENTS[command][2] == "max_epochs" else ""
-    add_run_arguments(parser, PRESET_NAMES, EXPERIMENTS[command][3], f"override the preset's{maximum} epochs")
+    e = EXPERIMENTS[command]
+    maximum = " (maximum)" if e.epochs == "max_epochs" else ""
+    add_run_arguments(parser, PRESET_NAMES, e.unit, f"override the preset's{maximum} epochs")
     parser.set_defaults(experiment=command)
 
 
@@ -183,13 +170,12 @@ def run_command(args, config, preset: str, run, command_name: str, indent: int =
 def cli_main(args) -> int:
     """Run the experiment ``args.experiment``; a module with ``estimate_seconds`` gets its estimate printed."""
     import dataclasses
-    import importlib
 
-    module_name, runner, epochs_field, *_ = EXPERIMENTS[args.experiment]
-    module = importlib.import_module(f"capsedu.experiments.{module_name}")
+    experiment = EXPERIMENTS[args.experiment]
+    code, epochs_field = experiment.code(), experiment.epochs
     preset = args.preset or current_mode()
-    if preset not in module.PRESETS:
-        raise ValueError(f"no preset {preset!r} for {args.experiment}; expected one of {tuple(module.PRESETS)}")
+    if preset not in code.presets:
+        raise ValueError(f"no preset {preset!r} for {args.experiment}; expected one of {tuple(code.presets)}")
     changes = {}
     if args.seeds is not None:
         if len(set(args.seeds)) != len(args.seeds):
@@ -197,16 +183,16 @@ def cli_main(args) -> int:
         changes["seeds"] = tuple(args.seeds)
     if args.epochs is not None:
         changes[epochs_field] = args.epochs
-    config = dataclasses.replace(module.PRESETS[preset], **changes)
+    config = dataclasses.replace(code.presets[preset], **changes)
 
     def run(**options):
         from capsedu.data.mnist import load_dataset
         data = load_dataset("mnist", config.source, device="cpu", verbose=options["progress"])
-        if hasattr(module, "estimate_seconds") and options["progress"] and not args.devices:
+        if code.estimate is not None and options["progress"] and not args.devices:
             from capsedu.speed.bench import about
-            seconds = module.estimate_seconds(config, data, options["device"])
+            seconds = code.estimate(config, data, options["device"])
             total = sum(seconds.values()) if isinstance(seconds, dict) else seconds
             print(f"capsedu {args.experiment}: {len(config.seeds)} seed(s) x {getattr(config, epochs_field)} "
                   f"epochs; expected {about(total)} on this machine, measured now from a few steps")
-        return getattr(module, runner)(config, data=data, **options)
+        return code.run(config, data=data, **options)
     return run_command(args, config, preset, run, args.experiment)

@@ -33,12 +33,6 @@ from capsedu.training.loop import epoch_record, start_run, train_epoch
 __all__ = ["settings", "Shard", "run_folder", "clear_runs", "start_experiment", "RunFolder", "config_from_settings",
            "stored_or_preview", "spread", "spread_table", "scored", "Tester", "train_epochs"]
 
-# a stored folder's first word -> (the experiment's module, its config class): what summarises its runs
-STORED = {"ablation": ("ablation", "AblationConfig"), "robustness": ("robustness", "RobustnessConfig"),
-          "multimnist": ("multimnist", "MultiMNISTConfig"), "compare_routing": ("compare_routing.run", "CompareConfig"),
-          "tutorial_vs_fixed": ("tutorial_vs_fixed", "TutorialConfig"), "two_digits": ("two_digits.run", "TwoDigitConfig")}
-
-
 def settings(config) -> Dict:
     """A config dataclass as JSON-friendly settings (tuples become lists)."""
     return json.loads(json.dumps(asdict(config)))
@@ -194,14 +188,13 @@ def config_from_settings(kind: type, stored: Dict):
 def stored_or_preview(name: str, check: Optional[Callable[[Dict], object]] = None):
     """``capsedu.runtime.results.stored_or_preview`` of ``results/<name>``, with its experiment's summary of the
     stored runs ("summary") added before ``check(data)``."""
-    import importlib
-    module_name, config_name = next(v for k, v in STORED.items() if name.startswith(k))
-    module = importlib.import_module(f"capsedu.experiments.{module_name}")
+    from capsedu.experiments.catalogue import by_folder
+    code = by_folder(name).code()
 
     def summarised(data):
-        config = config_from_settings(getattr(module, config_name), data["settings"])
+        config = config_from_settings(code.config, data["settings"])
         try:
-            data["summary"] = module.summarise(data["runs"], config)
+            data["summary"] = code.summarise(data["runs"], config)
         except KeyError as err:
             raise lacking(err, data["runs"], results.results_dir() / name) from None
         if check is not None:
