@@ -117,6 +117,7 @@ class RunFolder:
         self.done: Dict[str, Dict] = {}   # stem -> the run's record
         self.seconds: Dict[str, float] = {}
         self.grid, self.key = [], "model"
+        self._summary = (None, None)  # (the stems it summarises, the summary)
         if folder is None:
             return
         if fresh:
@@ -126,20 +127,19 @@ class RunFolder:
                 raise StoredRunError(folder / f"{stem}.json", "fails its checksum: it changed after it was written; "
                                      "move it away to train that run again, or pass --fresh")
             self.done[stem], self.seconds[stem] = data["run"], data.get("seconds", 0.0)
-        try:  # a stored run lacking a field: one line now, not a traceback after training
-            self.summary()
-        except StoredRunError:
-            raise
-        except Exception:  # some runs only: their summary may not exist yet; ``finish`` makes it
-            pass
+        self.summary()  # a stored run lacking a field: one line now, not a traceback after training
 
     def summary(self):
-        """``summarise`` of the finished runs; a stored one that lacks a field it reads: one line naming both."""
-        runs = [self.done[stem] for stem in self.stems()]
-        try:
-            return self.summarise(runs) if self.summarise is not None and runs else None
-        except KeyError as err:
-            raise lacking(err, runs, self.folder) from None
+        """``summarise`` of the finished runs, made once until the runs or their order change; a
+        stored one that lacks a field it reads: one line naming both."""
+        stems = self.stems()
+        if self._summary[0] != stems:
+            runs = [self.done[stem] for stem in stems]
+            try:
+                self._summary = stems, self.summarise(runs) if self.summarise is not None and runs else None
+            except KeyError as err:
+                raise lacking(err, runs, self.folder) from None
+        return self._summary[1]
 
     def stems(self) -> List[str]:
         """The finished runs, in the grid's order (before ``todo``: as found)."""
