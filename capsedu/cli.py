@@ -42,13 +42,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True,
                                 metavar="{" + ",".join(["train", "evaluate", "info", *EXPERIMENTS]) + "}")
 
-    def data_args(p, source_default):
-        p.add_argument("--dataset", choices=("mnist", "fashion-mnist"), default=None if source_default is None
-                       else "mnist", help="which images" + (" (default: the checkpoint's)" if source_default
-                                                            is None else ""))
-        p.add_argument("--source", choices=SOURCES, default=source_default,
-                       help="auto: full via torchvision if it can be had, else the embedded 10k sample"
-                       + (" (default: the checkpoint's)" if source_default is None else ""))
+    def data_args(p, default):  # default None: the checkpoint's
+        theirs = " (default: the checkpoint's)" if default is None else ""
+        p.add_argument("--dataset", choices=("mnist", "fashion-mnist"), default=default and "mnist",
+                       help="which images" + theirs)
+        p.add_argument("--source", choices=SOURCES, default=default, help="auto: full via torchvision if "
+                       "it can be had, else the embedded 10k sample" + theirs)
         p.add_argument("--root", default=None, help="data folder (default: $CAPSEDU_DATA or ~/.cache/capsedu; "
                        "for --source idx, the folder of IDX files)")
         p.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")

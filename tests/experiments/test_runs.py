@@ -100,7 +100,7 @@ def test_other_settings_are_one_line_before_training_and_fresh_starts_over(refer
     (["--shard", "2/2"], "expected K/N"),
     (["--shard", "0/2"], "needs --out"),
     (["--devices", "cpu,,cpu"], "comma list"),
-    (["--devices", "cpu,cpu", "--shard", "0/2", "--out", "{tmp}/r"], "pass one of the two"),
+    (["--devices", "cpu,cpu", "--shard", "0/2", "--out", "{tmp}/r"], "not allowed with argument --devices"),
 ])
 def test_bad_grid_flags_are_one_line_and_create_nothing(tmp_path, capsys, extra, match):
     before = snapshot(tmp_path)

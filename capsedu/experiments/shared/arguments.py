@@ -27,7 +27,7 @@ def add_fresh_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def _shard(text: str):
-    match = re.fullmatch(r"\s*(\d{1,6})\s*/\s*(\d{1,6})\s*", str(text))
+    match = re.fullmatch(r"\s*(\d{1,6})\s*/\s*(\d{1,6})\s*", text)
     if match is None or not int(match[1]) < int(match[2]):
         raise argparse.ArgumentTypeError(f"expected K/N, shard K of N with 0 <= K < N (counted from 0, as "
                                          f"torchrun's RANK), got {text!r}")
@@ -35,7 +35,7 @@ def _shard(text: str):
 
 
 def _devices(text: str):
-    entries = [e.strip() for e in str(text).split(",")]
+    entries = [e.strip() for e in text.split(",")]
     if not all(entries):
         raise argparse.ArgumentTypeError(f"expected a comma list of devices such as cpu,cpu or cuda:0,cuda:1, got {text!r}")
     return entries
@@ -54,11 +54,11 @@ def add_run_arguments(parser: argparse.ArgumentParser, presets, unit: str, epoch
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
     parser.add_argument("--threads", type=threads_int, default=2, help="CPU threads for torch")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
-    parser.add_argument("--devices", type=_devices, default=None, help="spread the grid of runs over these "
-                        "devices, one process each, started by torchrun (a comma list: cpu,cpu or cuda:0,cuda:1; "
-                        "needs --out)")
-    parser.add_argument("--shard", type=_shard, default=None, help="train only the runs i with i mod N = K "
-                        "(machines that share the --out folder; under torchrun each process takes its RANK)")
+    share = parser.add_mutually_exclusive_group()  # --devices starts one process per device, each with its share
+    share.add_argument("--devices", type=_devices, help="spread the grid of runs over these devices, one "
+                       "process each, started by torchrun (a comma list: cpu,cpu or cuda:0,cuda:1; needs --out)")
+    share.add_argument("--shard", type=_shard, help="train only the runs i with i mod N = K (machines that "
+                       "share the --out folder; under torchrun each process takes its RANK)")
 
 
 def add_cli_arguments(parser: argparse.ArgumentParser, command: str) -> None:
@@ -79,8 +79,6 @@ def choose_shard(args):
     if (args.devices or args.shard) and args.out is None:
         raise ValueError(f"--{'devices' if args.devices else 'shard'} splits the grid over processes that each "
                          "write their runs into --out, so it needs --out")
-    if args.devices and args.shard:
-        raise ValueError("--devices starts one process per device, each with its share; pass one of the two")
     if world <= 1:
         return (None if args.shard is None else Shard(*args.shard)), args.device
     if args.shard is not None:
