@@ -82,17 +82,6 @@ DAMAGES = ["truncated", "a digit changed", "not utf-8", "a folder", "a list", "r
            "newer format"]
 
 
-@pytest.mark.parametrize("how", DAMAGES)
-def test_a_damaged_file_is_one_line_naming_it_on_resume(tmp_path, how):
-    path = tmp_path / "cnn-seed0.json"
-    _damage(path, how)
-    with pytest.raises(StoredRunError) as err:
-        RunFolder(tmp_path, {**HEADER})
-    line = str(err.value)
-    assert len(line.splitlines()) == 1 and str(path) in line, line
-    assert not isinstance(err.value.__cause__, (KeyError, AttributeError))
-
-
 def test_an_unsealed_file_is_refused_where_it_is_shown_and_says_how_to_remake_it(tmp_path):
     path = tmp_path / "pooling-seed0.json"
     path.write_text(json.dumps({"settings": SETTINGS, "run": {"model": "pooling", "seed": 0}}))
@@ -129,12 +118,15 @@ def results_here(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("how", DAMAGES)
-def test_stored_run_raises_one_line_and_the_chapter_helper_falls_back(results_here, how):
+def test_a_damaged_file_is_one_line_naming_it_on_resume_and_the_chapters_fall_back(results_here, how):
     write_stored(stored(run={"model": "cnn", "seed": 1}), results_here / "x" / "cnn-seed1.json")
-    _damage(results_here / "x" / "cnn-seed0.json", how)
-    with pytest.raises(StoredRunError) as err:
-        results.stored_run("x")
-    assert len(str(err.value).splitlines()) == 1 and "cnn-seed0.json" in str(err.value)
+    path = results_here / "x" / "cnn-seed0.json"
+    _damage(path, how)
+    for read in (lambda: RunFolder(results_here / "x", {**HEADER}), lambda: results.stored_run("x")):
+        with pytest.raises(StoredRunError) as err:
+            read()
+        assert len(str(err.value).splitlines()) == 1 and str(path) in str(err.value), err.value
+        assert not isinstance(err.value.__cause__, (KeyError, AttributeError))
     data, note = results.stored_or_preview("x")
     assert data is None and len(note.splitlines()) == 1 and "cnn-seed0.json" in note and "live preview" in note
 
@@ -261,6 +253,8 @@ def test_every_number_has_bounds_and_the_message_says_them(capsys, argv, allowed
 @pytest.mark.parametrize("extra, match", [
     (["--out", "{tmp}/no/newdir/"], "the folder {tmp}/no does not exist"),
     (["--out", "{tmp}/file"], "is a file; expected the folder"),
+    (["--out", "{tmp}/no/r.json"], "--out names the folder of the experiment's runs (one JSON file per run), "
+                                   "e.g. {tmp}/no/r; got the file name {tmp}/no/r.json"),
     (["--out", ""], "--out '': expected the folder"),
     (["--fresh"], "--fresh starts a stored run over, so it needs --out"),
     (["--out", "/proc/r"], "/proc/r is not writable"),
