@@ -187,9 +187,6 @@ def test_idx_folder_problems(tmp_path, npz):
     (folder / "t10k-labels-idx1-ubyte").unlink()
     with pytest.raises(DataError, match="lacks t10k-labels"):
         load_dataset("mnist", source="idx", root=folder, verbose=False)
-    write_idx(folder / "t10k-labels-idx1-ubyte", npz[1][:5])  # 5 labels for 1,000 images
-    with pytest.raises(DataError, match="labels"):
-        load_dataset("mnist", source="idx", root=folder, verbose=False)
 
 
 # ---------------------------------------------------------------- random_shift

@@ -1,8 +1,5 @@
 """Tests for chapter 9's experiments: the baseline CNN, the three runners (smoke presets), resuming, the CLI."""
 import dataclasses
-import json
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -72,15 +69,8 @@ def test_robustness_models_and_their_losses():
     assert robustness.MODEL_LOSS == {"cnn": "margin", "capsnet": "capsnet", "cnn-ce": "cross_entropy"}
     for name, preset in robustness.PRESETS.items():
         assert "cnn-ce" in preset.models, name
-    torch.manual_seed(0)
-    cnn = robustness.make_model("cnn", config)
-    torch.manual_seed(0)
-    ce = robustness.make_model("cnn-ce", config)
-    assert not cnn.config.logits and ce.config.logits and count_parameters(cnn) == count_parameters(ce)
-    assert all(torch.equal(a, b) for a, b in zip(cnn.state_dict().values(), ce.state_dict().values()))
-    with torch.no_grad():
-        ce.head[-1].bias.fill_(5.0)                          # logits: nothing squeezes them into (0, 1)
-        assert (ce.eval()(torch.rand(2, 1, 40, 40)) > 1).all()
+    cnn, ce = (robustness.make_model(name, config) for name in ("cnn", "cnn-ce"))  # logits: the baseline tests
+    assert not cnn.config.logits and ce.config.logits
 
 
 def _epochs(vals, strengths=(0.0, 1.0)):
@@ -287,22 +277,6 @@ def test_ablation_stored_run_is_on_the_papers_setting(data):
 def test_out_is_checked_before_training(tmp_path):
     with pytest.raises(ValueError, match="does not exist"):
         _run("ablation", _tiny("ablation"), out=tmp_path / "missing" / "a")
-
-
-# ---------------------------------------------------------------- the command line
-def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "capsedu", *args], capture_output=True, text=True, timeout=300)
-
-
-def test_cli_writes_and_prints_json(tmp_path):
-    out = tmp_path / "m"
-    r = _cli("multimnist", "--preset", "smoke", "--seeds", "3", "--out", str(out), "--no-progress")
-    assert r.returncode == 0, r.stderr
-    printed = json.loads(r.stdout)
-    stored = read_runs(out)
-    assert printed["runs"] == stored["runs"] and stored["settings"]["seeds"] == [3] and stored["preset"] == "smoke"
-    assert stored["command"].startswith("python -m capsedu multimnist --preset smoke")
-    assert sorted(p.name for p in out.iterdir()) == ["multimnist_seed3.pt", "seed3.json"]
 
 
 # ---------------------------------------------------------------- the resume rule, command by command
