@@ -67,7 +67,6 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--fast", action="store_true", help="capsedu.speed.fast: fused routing, channels-last on CUDA")
     t.add_argument("--limit", type=positive_int, default=None, help="train on the first N images only")
     t.add_argument("--no-progress", action="store_true", help="no progress bars")
-    t.set_defaults(func=cmd_train)
 
     e = sub.add_parser("evaluate", help="test accuracy of a checkpoint (JSON)", formatter_class=fmt,
                        description="Rebuild the model stored in a checkpoint and print its test accuracy as JSON.")
@@ -75,12 +74,10 @@ def build_parser() -> argparse.ArgumentParser:
     data_args(e, None)
     e.add_argument("--limit", type=positive_int, default=None, help="test on the first N images only")
     e.add_argument("--batch-size", type=batch_int, default=500, help="images per forward pass")
-    e.set_defaults(func=cmd_evaluate)
 
     i = sub.add_parser("info", help="versions, devices and data sources (JSON)", formatter_class=fmt,
                        description="Print versions, available devices and data sources as JSON.")
     i.add_argument("--root", default=None, help="data folder (default: $CAPSEDU_DATA or ~/.cache/capsedu)")
-    i.set_defaults(func=cmd_info)
 
     from capsedu.experiments.shared.arguments import add_cli_arguments
     from capsedu.experiments.two_digits.cli import add_cli_arguments as two_digit_arguments
@@ -90,35 +87,20 @@ def build_parser() -> argparse.ArgumentParser:
                            "interrupted run (--fresh starts over); options override the preset.")
         if name == "two-digits":  # its own options (capsedu.experiments.two_digits.cli)
             two_digit_arguments(p)
-            p.set_defaults(func=cmd_two_digits)
         else:
             add_cli_arguments(p, name)
-            p.set_defaults(func=cmd_paper_experiment)
     return parser
 
 
-def cmd_train(args) -> int:
-    from capsedu.experiments.train import cmd_train as run
-    return run(args)
-
-
-def cmd_evaluate(args) -> int:
-    from capsedu.experiments.train import cmd_evaluate as run
-    return run(args)
-
-
-def cmd_info(args) -> int:
-    from capsedu.experiments.train import cmd_info as run
-    return run(args)
-
-
-def cmd_paper_experiment(args) -> int:
+def run(args) -> int:
+    """The command's code, imported only now (torch comes with it)."""
+    if args.command in ("train", "evaluate", "info"):
+        from capsedu.experiments import train
+        return {"train": train.cmd_train, "evaluate": train.cmd_evaluate, "info": train.cmd_info}[args.command](args)
+    if args.command == "two-digits":
+        from capsedu.experiments.two_digits.cli import cli_main
+        return cli_main(args)
     from capsedu.experiments.shared.arguments import cli_main
-    return cli_main(args)
-
-
-def cmd_two_digits(args) -> int:
-    from capsedu.experiments.two_digits.cli import cli_main
     return cli_main(args)
 
 
@@ -138,7 +120,7 @@ def main(argv=None) -> int:
         with catch_ctrl_c():  # Ctrl-C at any moment: exit 130, whatever swallowed it
             with ctrl_c_deferred():  # one that lands inside torch's import can abort the process (SIGABRT)
                 importlib.import_module("torch")  # (a test stands in for it)
-            code = args.func(args)
+            code = run(args)
             if interrupted():
                 raise KeyboardInterrupt
             return code
