@@ -82,6 +82,7 @@ def write_atomic(path: str, write: Callable) -> None:
                 write(f)
                 f.flush()
                 os.fsync(f.fileno())
+            os.chmod(f.name, 0o644)  # tempfile makes it 0600; a result or checkpoint is for others to read too
             os.replace(f.name, path)
         except BaseException as err:
             with contextlib.suppress(OSError):
