@@ -27,7 +27,8 @@ import torch
 
 from capsedu.core.params import count_parameters
 from capsedu.data.mnist import load_dataset
-from capsedu.experiments.compare_routing.run import METHODS, PRESETS, make_model, routing_cost
+from capsedu.experiments.compare_routing.run import PRESETS, make_model, routing_cost
+from capsedu.methods.catalogue import METHODS
 from capsedu.runtime.device import resolve_device
 from capsedu.core.routing import dynamic_routing
 from capsedu.methods.attention import self_attention_routing

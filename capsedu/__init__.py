@@ -28,8 +28,8 @@ The mode (``CAPSEDU_MODE``) sets how much each chapter trains, one code path for
 | "full"  | longer runs, opt-in (ch. 5: 30 epochs) | all of MNIST                 | 10-30 min on a T4 (estimated) |
 
 Unset, the mode is "gpu" where a CUDA or MPS device is present and "quick" elsewhere.
-The appendix ``book/appendix_build.ipynb`` tabulates what each chapter trains in quick mode,
-``book/appendix_scale.ipynb`` in the others (``capsedu.reports.chapter_plan``).
+The appendix ``book/appendix_build.ipynb`` gives each chapter's stored time in quick mode,
+``book/appendix_scale.ipynb`` what each trains in every mode (``capsedu.runtime.chapter_plan``).
 """
 import os
 

@@ -7,8 +7,8 @@
 - ``two-digits``: Su Jianlin's two-digit experiment (train on single digits, test on
   pairs), with the book's settings for a mode (``--preset``); the results as JSON.
 - ``robustness``, ``ablation``, ``multimnist``: chapter 9's reruns of the paper's three
-  experiments, and ``compare-routing``: chapter 10's routing methods on one budget (these four
-  commands in ``capsedu.experiments.shared.arguments``); JSON on stdout and in ``--out``.
+  experiments, and ``compare-routing``: chapter 10's routing methods on one budget (every
+  experiment is declared in ``capsedu.experiments.catalogue``); JSON on stdout and in ``--out``.
 
 One resume rule for every command that writes a stored run (``train`` and all of the above):
 rerunning it with an existing ``--out`` resumes when the stored settings match, ``--fresh``
@@ -38,15 +38,16 @@ __all__ = ["main", "build_parser"]
 def build_parser() -> argparse.ArgumentParser:
     fmt = HelpFormatter
     parser = CommandParser(prog="python -m capsedu", description="Capsule Networks, taught: train, evaluate, inspect.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{train,evaluate,info,two-digits,robustness,ablation,multimnist,compare-routing}")
+    from capsedu.experiments.catalogue import EXPERIMENTS
+    sub = parser.add_subparsers(dest="command", required=True,
+                                metavar="{" + ",".join(["train", "evaluate", "info", *EXPERIMENTS]) + "}")
 
-    def data_args(p, source_default):
-        p.add_argument("--dataset", choices=("mnist", "fashion-mnist"), default=None if source_default is None
-                       else "mnist", help="which images" + (" (default: the checkpoint's)" if source_default
-                                                            is None else ""))
-        p.add_argument("--source", choices=SOURCES, default=source_default,
-                       help="auto: full via torchvision if it can be had, else the embedded 10k sample"
-                       + (" (default: the checkpoint's)" if source_default is None else ""))
+    def data_args(p, default):  # default None: the checkpoint's
+        theirs = " (default: the checkpoint's)" if default is None else ""
+        p.add_argument("--dataset", choices=("mnist", "fashion-mnist"), default=default and "mnist",
+                       help="which images" + theirs)
+        p.add_argument("--source", choices=SOURCES, default=default, help="auto: full via torchvision if "
+                       "it can be had, else the embedded 10k sample" + theirs)
         p.add_argument("--root", default=None, help="data folder (default: $CAPSEDU_DATA or ~/.cache/capsedu; "
                        "for --source idx, the folder of IDX files)")
         p.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
@@ -66,7 +67,6 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--fast", action="store_true", help="capsedu.speed.fast: fused routing, channels-last on CUDA")
     t.add_argument("--limit", type=positive_int, default=None, help="train on the first N images only")
     t.add_argument("--no-progress", action="store_true", help="no progress bars")
-    t.set_defaults(func=cmd_train)
 
     e = sub.add_parser("evaluate", help="test accuracy of a checkpoint (JSON)", formatter_class=fmt,
                        description="Rebuild the model stored in a checkpoint and print its test accuracy as JSON.")
@@ -74,55 +74,33 @@ def build_parser() -> argparse.ArgumentParser:
     data_args(e, None)
     e.add_argument("--limit", type=positive_int, default=None, help="test on the first N images only")
     e.add_argument("--batch-size", type=batch_int, default=500, help="images per forward pass")
-    e.set_defaults(func=cmd_evaluate)
 
     i = sub.add_parser("info", help="versions, devices and data sources (JSON)", formatter_class=fmt,
                        description="Print versions, available devices and data sources as JSON.")
     i.add_argument("--root", default=None, help="data folder (default: $CAPSEDU_DATA or ~/.cache/capsedu)")
-    i.set_defaults(func=cmd_info)
 
-    d = sub.add_parser("two-digits", help="Su's two-digit experiment (JSON)", formatter_class=fmt,
-                       description="Train on single MNIST digits only, test on images of two distinct digits "
-                       "(Su Jianlin's experiment); print the results as JSON. Options override the preset.")
-    from capsedu.experiments.two_digits.cli import (
-        add_cli_arguments as two_digit_arguments,
-    )
-    two_digit_arguments(d)
-    d.set_defaults(func=cmd_two_digits)
-    from capsedu.experiments.shared.arguments import EXPERIMENTS
-    from capsedu.experiments.shared.arguments import (
-        add_cli_arguments as paper_arguments,
-    )
-    for name, (*_, about) in EXPERIMENTS.items():  # chapter 9's three experiments and chapter 10's comparison
-        paper_arguments(sub.add_parser(name, help=about + " (JSON)", formatter_class=fmt, description=about + "; "
-                                       "the result as JSON on stdout (and in --out). Rerun the same command to "
-                                       "finish an interrupted run (--fresh starts over)."), name)
-        sub.choices[name].set_defaults(func=cmd_paper_experiment)
+    from capsedu.experiments.shared.arguments import add_cli_arguments
+    from capsedu.experiments.two_digits.cli import add_cli_arguments as two_digit_arguments
+    for name, e in EXPERIMENTS.items():
+        p = sub.add_parser(name, help=e.about + " (JSON)", formatter_class=fmt, description=e.about + "; the "
+                           "result as JSON on stdout (and in --out). Rerun the same command to finish an "
+                           "interrupted run (--fresh starts over); options override the preset.")
+        if name == "two-digits":  # its own options (capsedu.experiments.two_digits.cli)
+            two_digit_arguments(p)
+        else:
+            add_cli_arguments(p, name)
     return parser
 
 
-def cmd_train(args) -> int:
-    from capsedu.experiments.train import cmd_train as run
-    return run(args)
-
-
-def cmd_evaluate(args) -> int:
-    from capsedu.experiments.train import cmd_evaluate as run
-    return run(args)
-
-
-def cmd_info(args) -> int:
-    from capsedu.experiments.train import cmd_info as run
-    return run(args)
-
-
-def cmd_paper_experiment(args) -> int:
+def run(args) -> int:
+    """The command's code, imported only now (torch comes with it)."""
+    if args.command in ("train", "evaluate", "info"):
+        from capsedu.experiments import train
+        return {"train": train.cmd_train, "evaluate": train.cmd_evaluate, "info": train.cmd_info}[args.command](args)
+    if args.command == "two-digits":
+        from capsedu.experiments.two_digits.cli import cli_main
+        return cli_main(args)
     from capsedu.experiments.shared.arguments import cli_main
-    return cli_main(args)
-
-
-def cmd_two_digits(args) -> int:
-    from capsedu.experiments.two_digits.cli import cli_main
     return cli_main(args)
 
 
@@ -141,8 +119,8 @@ def main(argv=None) -> int:
     try:
         with catch_ctrl_c():  # Ctrl-C at any moment: exit 130, whatever swallowed it
             with ctrl_c_deferred():  # one that lands inside torch's import can abort the process (SIGABRT)
-                importlib.import_module("torch")
-            code = args.func(args)
+                importlib.import_module("torch")  # (a test stands in for it)
+            code = run(args)
             if interrupted():
                 raise KeyboardInterrupt
             return code

@@ -163,13 +163,24 @@ def frames(data: Dict) -> Dict:
             "epochs": tables.epochs_table(data), "items": tables.items_table(data, n_test)}
 
 
+def _require(record: Dict, keys: Tuple[str, ...]) -> None:
+    """A KeyError naming the first of ``keys`` that ``record`` lacks."""
+    missing = [k for k in keys if k not in record]
+    if missing:
+        raise KeyError(missing[0])
+
+
 def readable(data: Dict) -> None:
-    """Raises (KeyError, ValueError) where the runs lack a field chapter 11 reads, or a model."""
-    [data["settings"][k] for k in ("epochs", "batch_size", "n_train", "n_test", "source")]
+    """Raises KeyError (naming the field) where the runs lack a field chapter 11 reads, ValueError
+    where they lack a model."""
+    _require(data["settings"], ("epochs", "batch_size", "n_train", "n_test", "source"))
     for r in data["runs"]:
-        [r[k] for k in ("model", "seed", "params", "test", "seconds", "steps", "misses", "epochs")]
-        [(e["epoch"], e["test"]) for e in r["epochs"]] + [r["misses"]["test"]]
+        _require(r, ("model", "seed", "params", "test", "seconds", "steps", "misses", "epochs"))
+        _require(r["misses"], ("test",))
+        for e in r["epochs"]:
+            _require(e, ("epoch", "test"))
         if r["model"] == "tutorial":
-            [r["test_changed_by_batching"], r["non_finite_steps"], r["epochs"][-1]["test_as_reported"]]
+            _require(r, ("test_changed_by_batching", "non_finite_steps"))
+            _require(r["epochs"][-1], ("test_as_reported",))
     if {r["model"] for r in data["runs"]} != set(MODELS):
         raise ValueError("the stored run does not hold both models yet")

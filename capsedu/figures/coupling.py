@@ -20,10 +20,11 @@ from matplotlib.colors import LogNorm
 from capsedu.figures.frames import one_thread
 from capsedu.figures.plots import FramePlot
 from capsedu.figures.static import Control, Twin, plot_twin
+from capsedu.methods.catalogue import ROUTING_METHODS
 
 __all__ = ["SHOWN", "ROWS", "coupling_maps", "CouplingPlot", "coupling_explorer", "coupling_twin"]
 
-SHOWN = {"dynamic": "dynamic routing", "em": "EM routing", "attention": "self-attention"}
+SHOWN = {m: ROUTING_METHODS[m].label for m in ("dynamic", "em", "attention")}
 ROWS = 40   # EM's rows: its most active input capsules (it has hundreds)
 
 

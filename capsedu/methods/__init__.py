@@ -3,6 +3,7 @@
 - ``em``, ``matrix_capsnet``: EM routing between matrix capsules (Hinton, Sabour & Frosst, 2018).
 - ``attention``, ``efficient_capsnet``: self-attention routing (Mazzia et al., 2021).
 - ``baseline_cnn``: the convolutional baseline of Sabour et al. (2017).
+- ``catalogue``: every routing method chapter 10 compares, declared once (``ROUTING_METHODS``).
 - ``tutorial_capsnet``: the tutorial code's CapsNet, pitfalls included (chapter 11's before/after run;
   not re-exported here, so that nobody picks it up by accident).
 

@@ -3,7 +3,7 @@
 - A checkpoint is one ``torch.save`` file (read back with ``weights_only=True``): the model,
   optimizer, scheduler and scaler states, the random generators, the history so far, and
   the run's settings, so that resuming can refuse a checkpoint from a different run.
-- ``save_atomic``: written to ``path + ".tmp"`` and renamed, with Ctrl-C held back until the
+- ``save_atomic``: written to a temporary file beside ``path`` and renamed, with Ctrl-C held back until the
   file is complete; no ``.tmp`` survives an error, and ``remove_stale_tmp`` clears the one a
   killed process (SIGKILL, power loss) left behind.
 - ``load_checkpoint``: every record of the file passes its zip CRC-32 (torch stores one per

@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import signal
+import tempfile
 import threading
 from pathlib import Path
 from typing import Callable
@@ -66,43 +67,35 @@ def ctrl_c_deferred():
 
 
 def write_atomic(path: str, write: Callable) -> None:
-    """``write(file)`` into ``path.<pid>.tmp``, fsync, ``os.replace`` over ``path``: a crash leaves the old
-    file, an error leaves no ``.tmp``, and Ctrl-C waits until the new file is complete."""
+    """``write(file)`` into a temporary file of its own beside ``path`` (``path.<random>.tmp``), fsync,
+    ``os.replace`` over ``path``: a crash leaves the old file, an error leaves no ``.tmp``, two
+    writers of one file never share a temporary one, and Ctrl-C waits until the new file is complete."""
     path = os.fspath(path)
-    tmp = f"{path}.{os.getpid()}.tmp"  # one per process: two processes that write one file never share it
+    folder, name = os.path.split(os.path.abspath(path))
     with ctrl_c_deferred():
         try:
-            with open(tmp, "wb") as f:
+            f = tempfile.NamedTemporaryFile(delete=False, dir=folder, prefix=name + ".", suffix=".tmp")
+        except OSError as err:
+            raise OSError(err.errno, f"cannot write {path}: {err.strerror or err}") from None
+        try:
+            with f:
                 write(f)
                 f.flush()
                 os.fsync(f.fileno())
-            os.replace(tmp, path)
+            os.chmod(f.name, 0o644)  # tempfile makes it 0600; a result or checkpoint is for others to read too
+            os.replace(f.name, path)
         except BaseException as err:
             with contextlib.suppress(OSError):
-                os.remove(tmp)
-            if isinstance(err, OSError) and getattr(err, "filename", None) in (tmp, path):
+                os.remove(f.name)
+            if isinstance(err, OSError) and getattr(err, "filename", None) in (f.name, path):
                 raise OSError(err.errno, f"cannot write {path}: {err.strerror or err}") from None
             raise
 
 
-def _running(pid: int) -> bool:
-    if os.name == "nt":  # os.kill(pid, 0) would end the process there: count every writer as running
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
-
-
 def remove_stale_tmp(path: str) -> bool:
-    """Remove the ``path.<pid>.tmp`` files that killed writers left behind (those of a running process stay);
-    True if there was one."""
-    path = os.fspath(path)
-    stale = [tmp for tmp in glob.glob(glob.escape(path) + ".*.tmp")
-             if tmp[len(path) + 1:-4].isdigit() and not _running(int(tmp[len(path) + 1:-4]))]
+    """Remove the ``path.*.tmp`` files that a killed writer left behind; True if there was one. Called
+    by the one writer of ``path`` (it holds the folder's lock, or the run is its share of the grid)."""
+    stale = glob.glob(glob.escape(os.fspath(path)) + ".*.tmp")
     for tmp in stale:
         with contextlib.suppress(FileNotFoundError):
             os.remove(tmp)

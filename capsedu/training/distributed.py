@@ -1,20 +1,11 @@
 """Training across processes: ``torchrun --nproc_per_node N -m capsedu train ...``.
 
-The rule that makes N processes train the same run as one: every process holds the whole
-training set and the same random generator, so each draws the same shuffled order and the
-same shifts for the whole global batch; process r then keeps its contiguous share of that
-batch. Its loss is weighted by its share of the batch (n_r / n), and the gradients are
-summed across processes (not averaged, DistributedDataParallel's default), so the summed
-gradient is exactly the gradient of the global batch's mean loss, even for a last batch
-that does not split evenly. The weights then differ from a single process's only by the
-order of the floating-point additions. A checkpoint holds nothing that depends on N, so a
-run may resume with another number of processes; only rank 0 writes it.
-
-- ``start_from_env(device)``: joins the process group torchrun describes (gloo on CPU, NCCL
-  on CUDA, one GPU per process); a plain ``python`` run stays one process.
-- ``data_parallel(run)``: used by ``start_run``; the DDP wrapper and the ``Shard`` of this rank,
-  or ``(run.net, None)`` outside a process group.
-- ``is_main()``: whether this process writes files and prints (rank 0, or no group).
+Every process holds the whole training set and the same random generator, so each draws the
+same shuffled order and shifts for the global batch and keeps its contiguous share of it.
+DistributedDataParallel averages the processes' gradients; weighting process r's mean loss by
+N n_r / n makes that average the gradient of the global batch's mean loss, even for a last
+batch that does not split evenly. A checkpoint holds nothing that depends on N, so a run may
+resume with another number of processes; only rank 0 writes it.
 """
 from __future__ import annotations
 
@@ -33,20 +24,21 @@ def world_size() -> int:
 
 
 def is_main() -> bool:
+    """Whether this process writes files and prints (rank 0, or no process group)."""
     return not (dist.is_available() and dist.is_initialized()) or dist.get_rank() == 0
 
 
 def start_from_env(device: torch.device) -> torch.device:
-    """Join torchrun's process group (WORLD_SIZE > 1 in the environment); return this process's
-    device: ``cuda:LOCAL_RANK`` on CUDA, else ``device`` unchanged."""
+    """Join torchrun's process group (WORLD_SIZE > 1): gloo on CPU, NCCL on ``cuda:LOCAL_RANK``;
+    return this process's device (``device`` unchanged outside torchrun)."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1 or dist.is_initialized():
         return device
     if device.type == "cuda":
-        local = int(os.environ.get("LOCAL_RANK", "0"))
-        if local >= torch.cuda.device_count():
-            raise RuntimeError(f"process {local} of {world} has no GPU of its own ({torch.cuda.device_count()} "
-                               f"visible); use --nproc_per_node {torch.cuda.device_count()} or fewer")
+        local, gpus = int(os.environ.get("LOCAL_RANK", "0")), torch.cuda.device_count()
+        if local >= gpus:
+            raise RuntimeError(f"process {local} of {world} has no GPU of its own ({gpus} visible); "
+                               f"use --nproc_per_node {gpus} or fewer")
         device = torch.device("cuda", local)
         torch.cuda.set_device(device)
     elif device.type != "cpu":
@@ -69,39 +61,31 @@ class Shard:
         self.rank, self.world = rank, world
 
     def __call__(self, xb, yb, tb):
-        """(images, labels, targets) of this rank's share, and the share n_r / n as the loss weight."""
+        """(images, labels, targets) of this rank's share, and the share n_r / n."""
         n = len(xb)
         lo, hi = self.rank * n // self.world, (self.rank + 1) * n // self.world
         return xb[lo:hi], yb[lo:hi], tb[lo:hi], (hi - lo) / n
 
     def reduce(self, records: torch.Tensor) -> torch.Tensor:
-        """Weighted losses and correct counts summed over the ranks: the global batch's numbers."""
+        """Share-weighted losses and correct counts summed over the ranks: the global batch's."""
         dist.all_reduce(records)
         return records
 
 
-def _sum_gradients(state, bucket):
-    """A DDP communication hook: the gradients summed (the losses are already weighted by share)."""
-    return dist.all_reduce(bucket.buffer(), async_op=True).get_future().then(lambda f: f.value()[0])
-
-
 def data_parallel(run) -> Tuple[object, Optional[Shard]]:
-    """``(net, shard)`` for ``run``: a DistributedDataParallel wrapper summing gradients and this
-    rank's ``Shard`` inside a process group of several processes; else ``(run.net, None)``."""
+    """``(net, shard)`` for ``run``: DistributedDataParallel and this rank's ``Shard`` inside a
+    process group of several processes; else ``(run.net, None)``."""
     world = world_size()
     if world == 1:
         return run.net, None
     batch, n = run.history.meta["batch_size"], len(run.x_train)
     if batch % world:
         raise ValueError(f"--batch-size {batch} does not split over {world} processes; the global batch "
-                         f"stays {batch} images, so choose a multiple of {world} (per process: batch / {world})")
+                         f"stays {batch} images, so choose a multiple of {world}")
     if 0 < n % batch < world:
-        raise ValueError(f"the last batch of an epoch has {n % batch} image(s), fewer than the {world} processes; "
-                         f"use a training set size (--limit) that leaves at least {world}")
+        raise ValueError(f"the last batch of an epoch has {n % batch} image(s), fewer than the {world} "
+                         f"processes; use a training set size (--limit) that leaves at least {world}")
     ddp = torch.nn.parallel.DistributedDataParallel(
         run.model, device_ids=[run.device.index] if run.device.type == "cuda" else None)
-    ddp.register_comm_hook(None, _sum_gradients)
-    net = torch.compile(ddp) if run.history.meta["compile"] else ddp
     run.history.meta["processes"] = world  # informative only: resuming with another N is the same run
-    return net, Shard(dist.get_rank(), world)
-
+    return (torch.compile(ddp) if run.history.meta["compile"] else ddp), Shard(dist.get_rank(), world)

@@ -235,8 +235,8 @@ def train_epoch(run: Run, epoch: int, on_progress: Optional[Callable[[float, Dic
         with autocast(run.amp, run.device):
             scores, margin, recon = _losses(run.net, xb, tb, meta["loss"], meta["margin_lam"], meta["recon_weight"],
                                             run.step / run.total_steps)
-        total = (margin + recon) * share  # share < 1 only under torchrun, whose gradients are summed
-        _optimiser_step(run, total)
+        total = (margin + recon) * share  # share < 1 only under torchrun
+        _optimiser_step(run, total * run.shard.world if run.shard else total)  # DDP averages over ranks
         # Record on the device; read back every `sync_every` steps (each read waits for the GPU).
         window[filled] = torch.stack([total.detach(), margin.detach() * share, recon.detach() * share,
                                       count_correct(scores.detach(), yb).float()])

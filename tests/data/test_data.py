@@ -89,12 +89,6 @@ def test_sample_prints_one_line(capsys):
     assert out.count("\n") == 1 and "sample" in out and "9,000 train / 1,000 test" in out
 
 
-def test_sample_checksum_mismatch_is_clear(monkeypatch):
-    monkeypatch.setattr(mnist, "SAMPLE_SHA256", "0" * 64)
-    with pytest.raises(DataError, match="corrupt: sha256"):
-        load_dataset(source="sample", verbose=False)
-
-
 def test_sample_missing_is_clear(monkeypatch, tmp_path):
     monkeypatch.setattr(mnist, "resources", SimpleNamespace(files=lambda pkg: tmp_path))
     with pytest.raises(DataError, match="missing"):
@@ -102,35 +96,16 @@ def test_sample_missing_is_clear(monkeypatch, tmp_path):
 
 
 # ---------------------------------------------------------------- validation
-@pytest.mark.parametrize("kwargs, match", [
-    ({"name": "cifar10"}, "mnist"),
-    ({"source": "internet"}, "sample"),
-    ({"name": "fashion-mnist", "source": "sample"}, "MNIST only"),
-    ({"source": "idx"}, "root="),
-    ({"device": "gpu0"}, "device"),
-])
-def test_bad_arguments_raise_value_error(kwargs, match):
-    with pytest.raises(ValueError, match=match):
-        load_dataset(verbose=False, **kwargs)
-
-
 # ---------------------------------------------------------------- torchvision, offline
 # torchvision is optional for readers (the `full` extra) but installed for the tests
 # (requirements.txt, the `test` extra): these tests import it and fail without it.
-def test_full_reads_torchvision_layout_offline(tmp_path, npz):
+@pytest.mark.parametrize("name, folder", [("mnist", "MNIST"), ("fashion-mnist", "FashionMNIST")])
+def test_full_reads_torchvision_layout_offline_from_root_or_env(monkeypatch, tmp_path, npz, name, folder):
     import torchvision  # noqa: F401  (a test dependency: fail, never skip, without it)
-    write_mnist_folder(tmp_path / "MNIST" / "raw", *npz)
-    ds = load_dataset("mnist", source="full", root=tmp_path, verbose=False)
-    assert ds.source == "full"
-    assert_matches_npz(ds, *npz)
-
-
-def test_full_root_defaults_to_env(monkeypatch, tmp_path, npz):
-    import torchvision  # noqa: F401  (a test dependency: fail, never skip, without it)
-    write_mnist_folder(tmp_path / "FashionMNIST" / "raw", *npz)
+    write_mnist_folder(tmp_path / folder / "raw", *npz)
     monkeypatch.setenv("CAPSEDU_DATA", str(tmp_path))
-    ds = load_dataset("fashion-mnist", source="full", verbose=False)
-    assert (ds.name, ds.source) == ("fashion-mnist", "full")
+    ds = load_dataset(name, source="full", root=tmp_path if name == "mnist" else None, verbose=False)
+    assert (ds.name, ds.source) == (name, "full")
     assert_matches_npz(ds, *npz)
 
 
@@ -212,9 +187,6 @@ def test_idx_folder_problems(tmp_path, npz):
     (folder / "t10k-labels-idx1-ubyte").unlink()
     with pytest.raises(DataError, match="lacks t10k-labels"):
         load_dataset("mnist", source="idx", root=folder, verbose=False)
-    write_idx(folder / "t10k-labels-idx1-ubyte", npz[1][:5])  # 5 labels for 1,000 images
-    with pytest.raises(DataError, match="labels"):
-        load_dataset("mnist", source="idx", root=folder, verbose=False)
 
 
 # ---------------------------------------------------------------- random_shift
@@ -227,28 +199,6 @@ def shift_reference(img, dy, dx):
     out[:, max(dy, 0):H + min(dy, 0), max(dx, 0):W + min(dx, 0)] = \
         img[:, max(-dy, 0):H + min(-dy, 0), max(-dx, 0):W + min(-dx, 0)]
     return out
-
-
-def test_random_shift_is_a_shift_of_at_most_two(sample):
-    x = sample.x_train[:400]
-    out = data.random_shift(x, 2, generator=torch.Generator().manual_seed(0))
-    assert out.shape == x.shape and out.dtype == x.dtype
-    seen = set()
-    for img, res in zip(x, out):
-        found = [(dy, dx) for dy in range(-2, 3) for dx in range(-2, 3)
-                 if torch.equal(res, shift_reference(img, dy, dx))]
-        assert found, "output is not any shift of its input within 2 px"
-        seen.add(found[0])
-    assert len(seen) == 25  # every shift in [-2, 2]^2 occurs
-
-
-def test_random_shift_keeps_mass_away_from_border(sample):
-    x = sample.x_train[:1000]
-    rows, cols = x.sum(dim=(1, 3)) > 0, x.sum(dim=(1, 2)) > 0  # (N, 28) ink per row / column
-    away = (~rows[:, :2].any(1) & ~rows[:, -2:].any(1) & ~cols[:, :2].any(1) & ~cols[:, -2:].any(1))
-    assert away.sum() > 500
-    out = data.random_shift(x[away], 2, generator=torch.Generator().manual_seed(1))
-    torch.testing.assert_close(out.sum(dim=(1, 2, 3)), x[away].sum(dim=(1, 2, 3)))
 
 
 def test_random_shift_same_shift_for_all_channels_and_reproducible():
@@ -313,17 +263,6 @@ def test_pairs_need_two_classes_and_valid_layout(sample):
         data.two_digit_pairs(x, torch.zeros(20, dtype=torch.long), 5)
     with pytest.raises(ValueError, match="layout"):
         data.two_digit_pairs(x, sample.y_train[:20], 5, layout="diagonal")
-
-
-def test_overlapping_pairs_from_real_digits(sample):
-    x, y = sample.x_train[:500], sample.y_train[:500]
-    images, targets = data.overlapping_pairs(x, y, 300, generator=torch.Generator().manual_seed(3))
-    assert images.shape == (300, 1, 36, 36) and targets.shape == (300, 10)
-    assert images.min() >= 0 and images.max() <= 1
-    assert (targets.sum(1) == 2).all()
-    # with no shift every image is zero outside the centred 28x28 box
-    centred, _ = data.overlapping_pairs(x, y, 50, max_shift=0)
-    assert centred[..., :4, :].eq(0).all() and centred[..., -4:].eq(0).all()
 
 
 def test_overlapping_pairs_content_and_clamp():

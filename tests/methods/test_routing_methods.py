@@ -259,7 +259,7 @@ def compared(sample, tmp_path_factory):
 
 
 def test_compare_routing_end_to_end(compared):
-    from capsedu.experiments.compare_routing.run import METHODS
+    from capsedu.methods.catalogue import METHODS
     result, out = compared
     stored = read_runs(out)
     assert [r["method"] for r in stored["runs"]] == list(METHODS) and stored["runs"] == result["runs"]

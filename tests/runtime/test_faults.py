@@ -2,7 +2,6 @@
 
 Tiny runs: MultiMNIST's smoke preset (a second a run), stored runs written by hand.
 """
-import json
 import shutil
 import signal
 import subprocess

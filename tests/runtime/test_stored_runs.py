@@ -82,17 +82,6 @@ DAMAGES = ["truncated", "a digit changed", "not utf-8", "a folder", "a list", "r
            "newer format"]
 
 
-@pytest.mark.parametrize("how", DAMAGES)
-def test_a_damaged_file_is_one_line_naming_it_on_resume(tmp_path, how):
-    path = tmp_path / "cnn-seed0.json"
-    _damage(path, how)
-    with pytest.raises(StoredRunError) as err:
-        RunFolder(tmp_path, {**HEADER})
-    line = str(err.value)
-    assert len(line.splitlines()) == 1 and str(path) in line, line
-    assert not isinstance(err.value.__cause__, (KeyError, AttributeError))
-
-
 def test_an_unsealed_file_is_refused_where_it_is_shown_and_says_how_to_remake_it(tmp_path):
     path = tmp_path / "pooling-seed0.json"
     path.write_text(json.dumps({"settings": SETTINGS, "run": {"model": "pooling", "seed": 0}}))
@@ -101,15 +90,6 @@ def test_an_unsealed_file_is_refused_where_it_is_shown_and_says_how_to_remake_it
         read_stored(path, require_checksum=True)
     line = str(err.value)
     assert len(line.splitlines()) == 1 and str(path) in line and "no checksum" in line and "--fresh" in line
-
-
-def test_a_file_with_config_instead_of_settings_has_no_settings(tmp_path):
-    """Two-digits stored "config" until 2026-12-03; such a file is now one without settings."""
-    path = tmp_path / "pooling-seed0.json"
-    write_stored({"config": SETTINGS, "run": {"model": "pooling", "seed": 0}}, path)
-    with pytest.raises(StoredRunError) as err:
-        read_stored(path, require_checksum=True)
-    assert str(err.value) == f'stored run {path}: has no settings (expected a "settings" object)'
 
 
 def test_the_cli_names_a_damaged_file_and_runs_nothing(tmp_path, capsys):
@@ -129,12 +109,15 @@ def results_here(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("how", DAMAGES)
-def test_stored_run_raises_one_line_and_the_chapter_helper_falls_back(results_here, how):
+def test_a_damaged_file_is_one_line_naming_it_on_resume_and_the_chapters_fall_back(results_here, how):
     write_stored(stored(run={"model": "cnn", "seed": 1}), results_here / "x" / "cnn-seed1.json")
-    _damage(results_here / "x" / "cnn-seed0.json", how)
-    with pytest.raises(StoredRunError) as err:
-        results.stored_run("x")
-    assert len(str(err.value).splitlines()) == 1 and "cnn-seed0.json" in str(err.value)
+    path = results_here / "x" / "cnn-seed0.json"
+    _damage(path, how)
+    for read in (lambda: RunFolder(results_here / "x", {**HEADER}), lambda: results.stored_run("x")):
+        with pytest.raises(StoredRunError) as err:
+            read()
+        assert len(str(err.value).splitlines()) == 1 and str(path) in str(err.value), err.value
+        assert not isinstance(err.value.__cause__, (KeyError, AttributeError))
     data, note = results.stored_or_preview("x")
     assert data is None and len(note.splitlines()) == 1 and "cnn-seed0.json" in note and "live preview" in note
 
@@ -214,8 +197,6 @@ def test_a_lock_file_left_by_a_killed_writer_is_simply_taken(tmp_path):
     out = tmp_path / "m"
     (tmp_path / "m.lock").write_text("left by a writer that was killed")
     with OutputLock(out) as lock:
-        with OutputLock(out):  # re-entrant in one process
-            pass
         assert lock.lock.is_locked
     assert not lock.lock.is_locked
 
@@ -261,6 +242,8 @@ def test_every_number_has_bounds_and_the_message_says_them(capsys, argv, allowed
 @pytest.mark.parametrize("extra, match", [
     (["--out", "{tmp}/no/newdir/"], "the folder {tmp}/no does not exist"),
     (["--out", "{tmp}/file"], "is a file; expected the folder"),
+    (["--out", "{tmp}/no/r.json"], "--out names the folder of the experiment's runs (one JSON file per run), "
+                                   "e.g. {tmp}/no/r; got the file name {tmp}/no/r.json"),
     (["--out", ""], "--out '': expected the folder"),
     (["--fresh"], "--fresh starts a stored run over, so it needs --out"),
     (["--out", "/proc/r"], "/proc/r is not writable"),

@@ -68,14 +68,6 @@ def test_flipped_bits_are_refused_or_harmless(ckpt, tmp_path):
     assert refused >= 30                        # nearly all of the file is CRC-protected tensor and pickle data
 
 
-def test_a_flipped_weight_byte_names_the_crc_check(ckpt, tmp_path):
-    blob = ckpt.path.read_bytes()
-    where = blob.index(ckpt.model.conv1.weight.detach().numpy().tobytes()[:64])  # the stored conv weights
-    bad = copy_to(ckpt.path, tmp_path / "bad.pt", where * 8 + 30)               # an exponent bit: 8.5e34-like
-    with pytest.raises(CheckpointError, match=r"bad\.pt is damaged: its record .* fails the CRC-32 check"):
-        load_checkpoint(str(bad))
-
-
 @pytest.mark.parametrize("key", sorted(REQUIRED_KEYS))
 def test_incomplete_checkpoints_name_the_missing_key(ckpt, tmp_path, key):
     state = torch.load(ckpt.path, weights_only=True)

@@ -4,7 +4,7 @@ A child process runs ``python -m capsedu train`` (a tiny CapsNet, 32 digits) wit
 paused in the middle of the file until the parent has sent its signal, so the signal lands inside
 the zip writer whatever the load of the machine. Ctrl-C must let
 the write finish and exit 130 with a complete checkpoint; SIGKILL leaves the old checkpoint and a
-``.<pid>.tmp`` that the next start removes. No ``.tmp`` survives either way.
+``.tmp`` that the next start removes. No ``.tmp`` survives either way.
 """
 import os
 import signal
@@ -85,9 +85,10 @@ def test_ctrl_c_and_sigkill_during_a_checkpoint_write(tmp_path, monkeypatch):
     assert sorted(os.listdir(out)) == ["checkpoint.pt"]                   # complete, no .tmp
     assert load_checkpoint(str(out / "checkpoint.pt"))["epoch"] == 1
     # SIGKILL in the middle of epoch 2's checkpoint: epoch 1's stays; the half-written .tmp stays too
-    code, _, pid = train(tmp_path, out, epochs=3, slow_epoch=2, sig=signal.SIGKILL)
+    code, _, _ = train(tmp_path, out, epochs=3, slow_epoch=2, sig=signal.SIGKILL)
     assert code == -signal.SIGKILL
-    assert sorted(os.listdir(out)) == ["checkpoint.pt", f"checkpoint.pt.{pid}.tmp"]
+    left = sorted(os.listdir(out))
+    assert left[0] == "checkpoint.pt" and len(left) == 2 and left[1].startswith("checkpoint.pt.") and left[1].endswith(".tmp")
     assert load_checkpoint(str(out / "checkpoint.pt"))["epoch"] == 1
     # the next start (here in this process) removes the stale .tmp and resumes from epoch 1 to the end
     real = capsedu.core.capsnet.CapsNet
@@ -128,7 +129,7 @@ def test_an_error_during_a_write_leaves_no_tmp_and_the_old_file(tmp_path):
     with pytest.raises(OSError, match="disk full"):
         files.write_atomic(str(path), fail)
     assert os.listdir(tmp_path) == ["metrics.json"] and path.read_text() == "old"
-    (tmp_path / f"metrics.json.{os.getpid()}.tmp").write_text("being written by a running process")
-    (tmp_path / f"metrics.json.{2**22 + 1}.tmp").write_text("left by a killed process")  # above Linux's pid_max
+    (tmp_path / "metrics.json.k3x9.tmp").write_text("left by a killed process")
+    (tmp_path / "metrics.json.bak").write_text("the user's")
     assert files.remove_stale_tmp(str(path))
-    assert sorted(os.listdir(tmp_path)) == ["metrics.json", f"metrics.json.{os.getpid()}.tmp"]
+    assert sorted(os.listdir(tmp_path)) == ["metrics.json", "metrics.json.bak"]

@@ -2,7 +2,6 @@
 
 Everything runs on the CPU in well under a minute: tiny CapsNets, a few hundred digits.
 """
-import dataclasses
 from dataclasses import fields
 import inspect
 import json
@@ -18,10 +17,10 @@ from torch import nn
 
 import capsedu.core.capsnet
 import capsedu.training.loop
-from capsedu import LR_SCHEDULES, cli
+from capsedu import cli
 from capsedu.core.capsnet import CapsNet
-from capsedu.runtime.checkpoints import CheckpointError, load_checkpoint, save_atomic
-from capsedu.training.evaluation import count_correct, evaluate
+from capsedu.runtime.checkpoints import CheckpointError, load_checkpoint
+from capsedu.training.evaluation import evaluate
 from capsedu.training.config import TrainConfig
 from capsedu.training.loop import fit
 
@@ -86,13 +85,6 @@ def test_margin_loss_model_with_one_hot_targets(digits):
         fit(model, hot, epochs=1, **FAST)                # loss="capsnet" needs CapsNet's triple
 
 
-def test_correct_counts_top_k_sets_for_multi_hot_targets():
-    scores = torch.tensor([[0.9, 0.8, 0.1], [0.9, 0.1, 0.8], [0.2, 0.9, 0.1]])
-    two_hot = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 0.0], [0.0, 1.0, 0.0]])  # 2, 2 and 1 digits
-    assert count_correct(scores, two_hot).item() == 2
-    assert count_correct(scores, torch.tensor([0, 2, 1])).item() == 2
-
-
 def test_lr_decays_in_a_staircase_and_windowed_readback_agrees(noise, monkeypatch):
     kw = dict(epochs=3, batch_size=16, lr=1e-2, lr_decay=0.5, decay_steps=4, shift=0, **FAST)
     h = fit(tiny_capsnet(), noise, **kw)
@@ -129,15 +121,6 @@ def test_resume_is_bit_exact(noise, tmp_path):
         fit(tiny_capsnet(), noise, epochs=3, batch_size=8, checkpoint=b, **FAST)
 
 
-@pytest.mark.parametrize("written", LR_SCHEDULES)
-def test_a_run_written_with_one_lr_schedule_refuses_to_resume_under_another(noise, tmp_path, written):
-    path = str(tmp_path / "ckpt.pt")
-    fit(tiny_capsnet(), noise, epochs=1, batch_size=16, lr_schedule=written, checkpoint=path, **FAST)
-    for other in set(LR_SCHEDULES) - {written}:
-        with pytest.raises(CheckpointError, match=f"lr_schedule: '{written}' -> '{other}'"):
-            fit(tiny_capsnet(), noise, epochs=2, batch_size=16, lr_schedule=other, checkpoint=path, **FAST)
-
-
 def test_every_same_run_setting_is_checked_on_resume(noise, tmp_path):
     """No TrainConfig field marked same_run can be left out of the resume check: change each in turn."""
     path = str(tmp_path / "ckpt.pt")
@@ -162,9 +145,7 @@ def test_fit_takes_one_config_and_overrides(noise):
         fit(tiny_capsnet(), noise, {"epochs": 1})
     config = TrainConfig(epochs=1, batch_size=16, lr=3e-3, **FAST)
     assert fit(tiny_capsnet(), noise, config, batch_size=24).meta["batch_size"] == 24   # the override wins
-    assert config.batch_size == 16 and dataclasses.is_dataclass(config)                 # frozen, unchanged
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        config.lr = 1.0
+    assert config.batch_size == 16                                                     # unchanged
 
 
 def test_unreadable_checkpoints_raise_one_clear_error(noise, tmp_path):
@@ -179,20 +160,6 @@ def test_unreadable_checkpoints_raise_one_clear_error(noise, tmp_path):
     torch.save({"weights": torch.zeros(3)}, path)       # readable, but not ours
     with pytest.raises(CheckpointError, match="not a capsedu checkpoint"):
         load_checkpoint(str(path))
-
-
-def test_failed_save_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
-    path = str(tmp_path / "ckpt.pt")
-    save_atomic({"epoch": 1}, path)
-
-    def crash(obj, f):
-        f.write(b"half a file")
-        raise OSError("disk full")
-    monkeypatch.setattr(torch, "save", crash)
-    with pytest.raises(OSError, match="disk full"):
-        save_atomic({"epoch": 2}, path)
-    monkeypatch.undo()
-    assert torch.load(path, weights_only=True) == {"epoch": 1}
 
 
 # ---------------------------------------------------------------- non-finite loss
@@ -248,14 +215,6 @@ def test_cli_help_and_bad_arguments():
         r = run_cli(*bad)
         assert r.returncode == 2, bad
         assert len(r.stderr.strip().splitlines()) == 1 and "error" in r.stderr, r.stderr
-
-
-def test_cli_info_prints_json():
-    r = run_cli("info")
-    assert r.returncode == 0, r.stderr
-    info = json.loads(r.stdout)
-    assert info["torch"] == torch.__version__ and info["data"]["sample"] is True
-    assert info["default_device"] in ("cpu", "cuda", "mps")
 
 
 def test_cli_train_resume_and_evaluate(digits, tmp_path, monkeypatch, capsys):

@@ -17,21 +17,14 @@ from capsedu.data.transforms import affine_test_set
 from capsedu.runtime.arguments import check_config
 from capsedu.experiments.shared.runs import Tester, spread_table, start_experiment, train_epochs
 from capsedu.methods.attention import self_attention_routing
+from capsedu.methods.catalogue import LOSS, METHODS
 from capsedu.methods.efficient_capsnet import EfficientCapsNet
 from capsedu.methods.matrix_capsnet import MatrixCapsNet, MatrixCapsNetConfig
 from capsedu.speed.bench import estimate_fit_seconds, median_seconds
 
-__all__ = ["METHODS", "LOSS", "EM_SPREAD_CONFIG", "CompareConfig", "PRESETS", "make_model",
+__all__ = ["EM_SPREAD_CONFIG", "CompareConfig", "PRESETS", "make_model",
            "routing_step", "estimate_seconds", "compare_routing", "summarise"]
 
-METHODS = {
-    "dynamic": "dynamic routing, 3 iterations (Sabour et al. 2017)",
-    "none": "no routing: uniform coupling, one step (the control)",
-    "em": "EM routing between matrix capsules (Hinton et al. 2018)",
-    "attention": "self-attention routing, Efficient-CapsNet (Mazzia et al. 2021)",
-    "em-spread": "EM routing on dynamic's conv trunk, its size, spread loss, lambda 15 (EM's fair control)",
-}
-LOSS = {"em-spread": "spread"}   # the loss of each method not trained with the margin loss
 # EM's fair control: matrix capsules (B = C = 8 types, one 3x3 stride-2 layer: 8x8 -> 3x3) on the
 # conv stack of the dynamic-routing network (A = 128 channels), 287,084 parameters (dynamic: 279,488;
 # "em": 15,852). Wider capsule layers would cost far more: each W_ij is applied at every position,

@@ -14,25 +14,11 @@ import signal
 import sys
 
 from capsedu import PRESET_NAMES, current_mode
+from capsedu.experiments.catalogue import EXPERIMENTS
 from capsedu.runtime.arguments import epochs_int, seed_int, threads_int
 
-__all__ = ["EXPERIMENTS", "add_fresh_argument", "add_run_arguments", "add_cli_arguments",
+__all__ = ["add_fresh_argument", "add_run_arguments", "add_cli_arguments",
            "choose_shard", "run_command", "cli_main"]
-
-# command -> (module, runner, config field that --epochs sets, what one run is, one-line description)
-EXPERIMENTS = {
-    "robustness": ("robustness", "robustness_experiment", "max_epochs", "run",
-                   "affine robustness of a CNN and CapsNet matched on clean accuracy (the paper's affNIST test)"),
-    "ablation": ("ablation", "ablation_experiment", "epochs", "run",
-                 "routing iterations x reconstruction loss, plus detach_inner (the paper's Table 1)"),
-    "multimnist": ("multimnist", "multimnist_experiment", "epochs", "run",
-                   "overlapping digits: top-2 accuracy and segmentation (the paper's MultiMNIST)"),
-    "compare-routing": ("compare_routing.run", "compare_routing", "epochs", "method x seed",
-                        "dynamic, EM, self-attention and no routing on one budget"),
-    "tutorial-vs-fixed": ("tutorial_vs_fixed", "tutorial_vs_fixed", "epochs", "model x seed",
-                          "the tutorial code's CapsNet against capsedu's, same data and budget (chapter 11)"),
-}
-
 
 def add_fresh_argument(parser: argparse.ArgumentParser) -> None:
     """``--fresh``, the one flag of the resume rule (every command that writes a stored run has it)."""
@@ -41,7 +27,7 @@ def add_fresh_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def _shard(text: str):
-    match = re.fullmatch(r"\s*(\d{1,6})\s*/\s*(\d{1,6})\s*", str(text))
+    match = re.fullmatch(r"\s*(\d{1,6})\s*/\s*(\d{1,6})\s*", text)
     if match is None or not int(match[1]) < int(match[2]):
         raise argparse.ArgumentTypeError(f"expected K/N, shard K of N with 0 <= K < N (counted from 0, as "
                                          f"torchrun's RANK), got {text!r}")
@@ -49,7 +35,7 @@ def _shard(text: str):
 
 
 def _devices(text: str):
-    entries = [e.strip() for e in str(text).split(",")]
+    entries = [e.strip() for e in text.split(",")]
     if not all(entries):
         raise argparse.ArgumentTypeError(f"expected a comma list of devices such as cpu,cpu or cuda:0,cuda:1, got {text!r}")
     return entries
@@ -68,17 +54,18 @@ def add_run_arguments(parser: argparse.ArgumentParser, presets, unit: str, epoch
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
     parser.add_argument("--threads", type=threads_int, default=2, help="CPU threads for torch")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
-    parser.add_argument("--devices", type=_devices, default=None, help="spread the grid of runs over these "
-                        "devices, one process each, started by torchrun (a comma list: cpu,cpu or cuda:0,cuda:1; "
-                        "needs --out)")
-    parser.add_argument("--shard", type=_shard, default=None, help="train only the runs i with i mod N = K "
-                        "(machines that share the --out folder; under torchrun each process takes its RANK)")
+    share = parser.add_mutually_exclusive_group()  # --devices starts one process per device, each with its share
+    share.add_argument("--devices", type=_devices, help="spread the grid of runs over these devices, one "
+                       "process each, started by torchrun (a comma list: cpu,cpu or cuda:0,cuda:1; needs --out)")
+    share.add_argument("--shard", type=_shard, help="train only the runs i with i mod N = K (machines that "
+                       "share the --out folder; under torchrun each process takes its RANK)")
 
 
 def add_cli_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     """The options of one of ``EXPERIMENTS``' commands."""
-    maximum = " (maximum)" if EXPERIMENTS[command][2] == "max_epochs" else ""
-    add_run_arguments(parser, PRESET_NAMES, EXPERIMENTS[command][3], f"override the preset's{maximum} epochs")
+    e = EXPERIMENTS[command]
+    maximum = " (maximum)" if e.epochs == "max_epochs" else ""
+    add_run_arguments(parser, PRESET_NAMES, e.unit, f"override the preset's{maximum} epochs")
     parser.set_defaults(experiment=command)
 
 
@@ -92,8 +79,6 @@ def choose_shard(args):
     if (args.devices or args.shard) and args.out is None:
         raise ValueError(f"--{'devices' if args.devices else 'shard'} splits the grid over processes that each "
                          "write their runs into --out, so it needs --out")
-    if args.devices and args.shard:
-        raise ValueError("--devices starts one process per device, each with its share; pass one of the two")
     if world <= 1:
         return (None if args.shard is None else Shard(*args.shard)), args.device
     if args.shard is not None:
@@ -183,13 +168,12 @@ def run_command(args, config, preset: str, run, command_name: str, indent: int =
 def cli_main(args) -> int:
     """Run the experiment ``args.experiment``; a module with ``estimate_seconds`` gets its estimate printed."""
     import dataclasses
-    import importlib
 
-    module_name, runner, epochs_field, *_ = EXPERIMENTS[args.experiment]
-    module = importlib.import_module(f"capsedu.experiments.{module_name}")
+    experiment = EXPERIMENTS[args.experiment]
+    code, epochs_field = experiment.code(), experiment.epochs
     preset = args.preset or current_mode()
-    if preset not in module.PRESETS:
-        raise ValueError(f"no preset {preset!r} for {args.experiment}; expected one of {tuple(module.PRESETS)}")
+    if preset not in code.presets:
+        raise ValueError(f"no preset {preset!r} for {args.experiment}; expected one of {tuple(code.presets)}")
     changes = {}
     if args.seeds is not None:
         if len(set(args.seeds)) != len(args.seeds):
@@ -197,16 +181,16 @@ def cli_main(args) -> int:
         changes["seeds"] = tuple(args.seeds)
     if args.epochs is not None:
         changes[epochs_field] = args.epochs
-    config = dataclasses.replace(module.PRESETS[preset], **changes)
+    config = dataclasses.replace(code.presets[preset], **changes)
 
     def run(**options):
         from capsedu.data.mnist import load_dataset
         data = load_dataset("mnist", config.source, device="cpu", verbose=options["progress"])
-        if hasattr(module, "estimate_seconds") and options["progress"] and not args.devices:
+        if code.estimate is not None and options["progress"] and not args.devices:
             from capsedu.speed.bench import about
-            seconds = module.estimate_seconds(config, data, options["device"])
+            seconds = code.estimate(config, data, options["device"])
             total = sum(seconds.values()) if isinstance(seconds, dict) else seconds
             print(f"capsedu {args.experiment}: {len(config.seeds)} seed(s) x {getattr(config, epochs_field)} "
                   f"epochs; expected {about(total)} on this machine, measured now from a few steps")
-        return getattr(module, runner)(config, data=data, **options)
+        return code.run(config, data=data, **options)
     return run_command(args, config, preset, run, args.experiment)

@@ -33,12 +33,6 @@ from capsedu.training.loop import epoch_record, start_run, train_epoch
 __all__ = ["settings", "Shard", "run_folder", "clear_runs", "start_experiment", "RunFolder", "config_from_settings",
            "stored_or_preview", "spread", "spread_table", "scored", "Tester", "train_epochs"]
 
-# a stored folder's first word -> (the experiment's module, its config class): what summarises its runs
-STORED = {"ablation": ("ablation", "AblationConfig"), "robustness": ("robustness", "RobustnessConfig"),
-          "multimnist": ("multimnist", "MultiMNISTConfig"), "compare_routing": ("compare_routing.run", "CompareConfig"),
-          "tutorial_vs_fixed": ("tutorial_vs_fixed", "TutorialConfig"), "two_digits": ("two_digits.run", "TwoDigitConfig")}
-
-
 def settings(config) -> Dict:
     """A config dataclass as JSON-friendly settings (tuples become lists)."""
     return json.loads(json.dumps(asdict(config)))
@@ -123,6 +117,7 @@ class RunFolder:
         self.done: Dict[str, Dict] = {}   # stem -> the run's record
         self.seconds: Dict[str, float] = {}
         self.grid, self.key = [], "model"
+        self._summary = (None, None)  # (the stems it summarises, the summary)
         if folder is None:
             return
         if fresh:
@@ -132,20 +127,19 @@ class RunFolder:
                 raise StoredRunError(folder / f"{stem}.json", "fails its checksum: it changed after it was written; "
                                      "move it away to train that run again, or pass --fresh")
             self.done[stem], self.seconds[stem] = data["run"], data.get("seconds", 0.0)
-        try:  # a stored run lacking a field: one line now, not a traceback after training
-            self.summary()
-        except StoredRunError:
-            raise
-        except Exception:  # some runs only: their summary may not exist yet; ``finish`` makes it
-            pass
+        self.summary()  # a stored run lacking a field: one line now, not a traceback after training
 
     def summary(self):
-        """``summarise`` of the finished runs; a stored one that lacks a field it reads: one line naming both."""
-        runs = [self.done[stem] for stem in self.stems()]
-        try:
-            return self.summarise(runs) if self.summarise is not None and runs else None
-        except KeyError as err:
-            raise lacking(err, runs, self.folder) from None
+        """``summarise`` of the finished runs, made once until the runs or their order change; a
+        stored one that lacks a field it reads: one line naming both."""
+        stems = self.stems()
+        if self._summary[0] != stems:
+            runs = [self.done[stem] for stem in stems]
+            try:
+                self._summary = stems, self.summarise(runs) if self.summarise is not None and runs else None
+            except KeyError as err:
+                raise lacking(err, runs, self.folder) from None
+        return self._summary[1]
 
     def stems(self) -> List[str]:
         """The finished runs, in the grid's order (before ``todo``: as found)."""
@@ -194,14 +188,13 @@ def config_from_settings(kind: type, stored: Dict):
 def stored_or_preview(name: str, check: Optional[Callable[[Dict], object]] = None):
     """``capsedu.runtime.results.stored_or_preview`` of ``results/<name>``, with its experiment's summary of the
     stored runs ("summary") added before ``check(data)``."""
-    import importlib
-    module_name, config_name = next(v for k, v in STORED.items() if name.startswith(k))
-    module = importlib.import_module(f"capsedu.experiments.{module_name}")
+    from capsedu.experiments.catalogue import by_folder
+    code = by_folder(name).code()
 
     def summarised(data):
-        config = config_from_settings(getattr(module, config_name), data["settings"])
+        config = config_from_settings(code.config, data["settings"])
         try:
-            data["summary"] = module.summarise(data["runs"], config)
+            data["summary"] = code.summarise(data["runs"], config)
         except KeyError as err:
             raise lacking(err, data["runs"], results.results_dir() / name) from None
         if check is not None:

@@ -1,0 +1,29 @@
+"""Every routing method chapter 10 compares, declared once: what it is, its name in figures, its
+colour and the loss it trains with. The comparison (``capsedu.experiments.compare_routing``), the
+figures and the benchmark take the names from here."""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+__all__ = ["Method", "ROUTING_METHODS", "METHODS", "LOSS", "COLOURS"]
+
+
+class Method(NamedTuple):
+    about: str            # one line: the method and its source
+    label: str            # its name in a figure
+    colour: str           # matplotlib's colour for it in every figure
+    loss: str = "margin"  # fit's loss
+
+
+ROUTING_METHODS = {
+    "dynamic": Method("dynamic routing, 3 iterations (Sabour et al. 2017)", "dynamic routing", "tab:blue"),
+    "none": Method("no routing: uniform coupling, one step (the control)", "no routing", "tab:gray"),
+    "em": Method("EM routing between matrix capsules (Hinton et al. 2018)", "EM routing", "tab:green"),
+    "attention": Method("self-attention routing, Efficient-CapsNet (Mazzia et al. 2021)", "self-attention",
+                        "tab:red"),
+    "em-spread": Method("EM routing on dynamic's conv trunk, its size, spread loss, lambda 15 (EM's fair "
+                        "control)", "EM-spread", "tab:olive", "spread"),
+}
+METHODS = {name: m.about for name, m in ROUTING_METHODS.items()}
+LOSS = {name: m.loss for name, m in ROUTING_METHODS.items() if m.loss != "margin"}  # not the margin loss
+COLOURS = {name: m.colour for name, m in ROUTING_METHODS.items()}
