@@ -3,7 +3,7 @@
 A stored run is one JSON object: a header (provenance, the settings under ``"settings"``) and
 ``"run"``, the record of one finished (model, seed) run
 of an experiment (``capsedu.experiments.shared.runs``; files from before one file per run held
-``"runs"``, a list, and ``scripts/migrate_results.py`` splits them), plus two keys that make it
+``"runs"``, a list, split by a one-off script now in the git history), plus two keys that make it
 checkable:
 
 - ``"format"``: ``FORMAT`` (1), the version of this layout;
