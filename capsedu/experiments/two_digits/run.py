@@ -26,7 +26,7 @@ from capsedu.speed.bench import estimate_fit_seconds
 from capsedu.training.evaluation import predict_lengths, set_border, set_hits
 from capsedu.training.loop import fit
 
-__all__ = ["pair_metrics", "misses", "make_model", "two_digit_test_set",
+__all__ = ["pair_metrics", "misses", "make_model", "two_digit_test_set", "ink_gap",
            "two_digit_experiment", "estimate_seconds", "summarise", "format_table", "curve", "CONFIDENCE"]
 
 CONFIDENCE = 0.5
@@ -84,6 +84,16 @@ def two_digit_test_set(x: torch.Tensor, y: torch.Tensor, n: int, layout: str, se
     if layout == "overlapping":
         return overlapping_pairs(x, y, n, generator=generator)         # (n, 1, 36, 36)
     return two_digit_pairs(x, y, n, layout, generator=generator)       # (n, 1, 56, 28) or (n, 1, 28, 56)
+
+
+def ink_gap(images: torch.Tensor, layout: str) -> torch.Tensor:
+    """Pixels between the two digits' ink along the axis that joins them, (N,), for (N, 1, 56, 28)
+    vertical or (N, 1, 28, 56) horizontal pairs (chapter 7: under 14 px some cells see both digits)."""
+    ink = (images[:, 0] > 0.3).any(dim=2 if layout == "vertical" else 1)  # (N, 56): ink per row / column
+    idx = torch.arange(ink.shape[1], device=ink.device)
+    last_of_first = torch.where(ink[:, :28], idx[:28], torch.full_like(idx[:28], -1)).amax(dim=1)
+    first_of_second = torch.where(ink[:, 28:], idx[28:], torch.full_like(idx[28:], 99)).amin(dim=1)
+    return (first_of_second - last_of_first - 1).float()
 
 
 def _check_data(data):
