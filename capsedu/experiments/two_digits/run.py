@@ -4,7 +4,6 @@ defaults do, as in Su's script; a tie at the border of the top-2 counts as a mis
 """
 from __future__ import annotations
 
-import statistics
 import time
 from types import SimpleNamespace
 from typing import Dict, List, Optional
@@ -20,14 +19,13 @@ from capsedu.core.squashing import safe_norm, squash
 from capsedu.data.pairs import overlapping_pairs, two_digit_pairs
 from capsedu.experiments.shared.runs import spread_table, start_experiment
 from capsedu.experiments.two_digits.config import INITS, LAYOUTS, MODELS, TwoDigitConfig
-from capsedu.figures.tables import mean_std, render_table
 from capsedu.runtime.device import resolve_amp
 from capsedu.speed.bench import estimate_fit_seconds
 from capsedu.training.evaluation import predict_lengths, set_border, set_hits
 from capsedu.training.loop import fit
 
 __all__ = ["pair_metrics", "misses", "make_model", "two_digit_test_set", "ink_gap",
-           "two_digit_experiment", "estimate_seconds", "summarise", "format_table", "curve", "CONFIDENCE"]
+           "two_digit_experiment", "estimate_seconds", "summarise", "CONFIDENCE"]
 
 CONFIDENCE = 0.5
 
@@ -187,25 +185,3 @@ def summarise(runs: List[Dict], config: TwoDigitConfig) -> List[Dict]:
         return {"model": name, "head": MODELS[name], "params": mine[0]["params"], "seeds": len(mine)}
     fields = ["single_acc"] + [f"{lay}_{m}" for lay in config.layouts for m in ("top2", "top2_conf", "ties")]
     return spread_table(runs, "model", config.models, fields, head)
-
-
-def format_table(result: Dict, digits: int = 3, html: bool = False) -> str:
-    """The result's table: one row per model, mean ± std over seeds for each metric."""
-    layouts = result["settings"]["layouts"]
-    heads = ["model", "params", "seeds", "single digit"] + [f"{lay} {m}" for lay in layouts
-                                                           for m in ("top-2", "top-2 > 0.5")]
-    fields = ["single_acc"] + [f"{lay}_{m}" for lay in layouts for m in ("top2", "top2_conf")]
-    rows = [[r["model"], f"{r['params']:,}", r["seeds"], *(mean_std(r[f], r[f + "_std"], digits) for f in fields)]
-            for r in result["summary"]]
-    return render_table(heads, rows, html)
-
-
-def curve(result: Dict, model: str, key: str):
-    """(epochs, mean, std) of a per-epoch measurement over the seeds of ``model`` (needs ``curve``)."""
-    curves = [r["curve"][key] for r in result["runs"] if r["model"] == model and key in r.get("curve", {})]
-    if not curves:
-        raise ValueError(f"the result has no learning curve of {key!r} for {model!r}")
-    columns = list(zip(*curves))                                    # one tuple of seeds per epoch
-    means = [statistics.fmean(c) for c in columns]
-    stds = [statistics.stdev(c) if len(c) > 1 else 0.0 for c in columns]
-    return list(range(1, len(columns) + 1)), means, stds
