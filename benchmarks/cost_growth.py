@@ -73,15 +73,6 @@ def peak_rss_extra(step) -> int:
     return 1024 * (_status_kib("VmHWM") - before)
 
 
-def cuda_peak(step, device) -> int:
-    torch.cuda.synchronize(device)
-    base = torch.cuda.memory_allocated(device)
-    torch.cuda.reset_peak_memory_stats(device)
-    step()
-    torch.cuda.synchronize(device)
-    return torch.cuda.max_memory_allocated(device) - base
-
-
 def images(digits, size, batch):
     """``batch`` real digits, centred on a size x size canvas (the model's input grows, the digit not)."""
     x = digits[:batch]
@@ -121,7 +112,7 @@ def measure(size, iterations, batch, digits, labels, amp, rounds, device, rss):
         if rss and rss_tracking():  # set again: compiling the fast path can change glibc's settings
             row[k]["peak_rss_extra_bytes"] = peak_rss_extra(steps[k])
         if device.type == "cuda":
-            row[k]["cuda_peak_bytes"] = cuda_peak(steps[k], device)
+            row[k]["cuda_peak_bytes"] = bench.peak_bytes(steps[k], device)  # the allocator's peak
     print(f"{size} px, r = {iterations}, batch {batch}: " + ", ".join(
         f"{k} {row[k]['step_cpu_seconds']:.2f} s CPU" for k in models), file=sys.stderr, flush=True)  # progress
     return row

@@ -78,7 +78,6 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--device", default="cpu")
-    p.add_argument("--contenders", default=",".join(MODELS))
     a = p.parse_args(argv)
     device = resolve_device(a.device)
     amp = resolve_amp("auto", device)
@@ -86,7 +85,7 @@ def main(argv=None):
     x, y = data.x_train[:a.batch], data.y_train[:a.batch]
     rows = {}
     for precision in dict.fromkeys(("off", amp)):
-        for name in a.contenders.split(","):
+        for name in MODELS:
             rows[f"{name} ({'fp32' if precision == 'off' else precision})"] = measure(
                 MODELS[name], x, y, precision, device)
     u = torch.nn.functional.normalize(torch.randn(a.batch, 1152, 8, device=device), dim=-1)

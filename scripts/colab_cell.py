@@ -45,17 +45,13 @@ def cell_source() -> str:
     return TEMPLATE.format(url=capsedu.REPO_URL, version=capsedu.__version__)
 
 
-def first_code_cell(nb: dict) -> dict:
-    return next(c for c in nb["cells"] if c["cell_type"] == "code")
-
-
 def main(paths) -> int:
     for path in paths or sorted((ROOT / "book").glob("*.ipynb")):
         # Plain JSON, not nbformat: every other cell keeps its bytes (key order included), so the
         # rewrite merges with other edits of the notebook.
         text = Path(path).read_text(encoding="utf-8")
         nb = json.loads(text)
-        cell = first_code_cell(nb)
+        cell = next(c for c in nb["cells"] if c["cell_type"] == "code")
         tags = cell.setdefault("metadata", {}).get("tags", [])
         if "".join(cell["source"]) != cell_source() or TAG not in tags:
             cell["source"] = cell_source().splitlines(keepends=True)

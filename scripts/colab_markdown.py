@@ -10,7 +10,8 @@ scripts/colab_copies.py applies these to every markdown cell of a chapter:
   ``<details>`` for a dropdown, a quotation otherwise;
 - ``<span class="html-only">...</span>``: a sentence true of the HTML pages only, left out.
 
-Nothing here imports capsedu, myst-nb or Sphinx.
+Nothing here imports capsedu, myst-nb or Sphinx; the .bib file is read by pybtex (which
+sphinxcontrib-bibtex, in the book's environment, reads it with too).
 """
 from __future__ import annotations
 
@@ -27,22 +28,6 @@ TEX_ACCENTS = {"'": "\u0301", '"': "\u0308", "`": "\u0300", "^": "\u0302", "~": 
 
 
 # ---------------------------------------------------------------- citations
-def _bib_value(text: str, start: int):
-    """(the value of a BibTeX field starting at ``start``, the index after it): {...}, "..." or a bare word."""
-    if text[start] == "{":
-        depth, i = 0, start
-        while True:
-            depth += {"{": 1, "}": -1}.get(text[i], 0)
-            if depth == 0:
-                return text[start + 1:i], i + 1
-            i += 1
-    if text[start] == '"':
-        end = text.index('"', start + 1)
-        return text[start + 1:end], end + 1
-    match = re.match(r"[\w.-]+", text[start:])
-    return match.group(0), start + match.end()
-
-
 def detex(text: str) -> str:
     """BibTeX text as plain Unicode: accents such as {\\'e} composed, grouping braces dropped."""
     import unicodedata
@@ -53,19 +38,12 @@ def detex(text: str) -> str:
 
 
 def parse_bib(text: str) -> Dict[str, Dict[str, str]]:
-    """Every entry of a .bib file: key -> {field: raw value} (author keeps its braces, for names)."""
-    entries = {}
-    for match in re.finditer(r"@(\w+)\s*\{\s*([^,\s]+)\s*,", text):
-        fields, i = {"type": match.group(1).lower()}, match.end()
-        while True:
-            field = re.compile(r"\s*(\w+)\s*=\s*").match(text, i)
-            if field is None:
-                break
-            value, i = _bib_value(text, field.end())
-            fields[field.group(1).lower()] = value
-            i = re.compile(r"\s*,?").match(text, i).end()
-        entries[match.group(2)] = fields
-    return entries
+    """Every entry of a .bib file (pybtex, sphinxcontrib-bibtex's parser): key -> {field: raw value};
+    the author list back in BibTeX's "Last, First and ..." form, braces kept, for ``surnames``."""
+    from pybtex.database import parse_string
+    return {key: {"type": e.type, **{k.lower(): v for k, v in e.fields.items()},
+                  **{role.lower(): " and ".join(map(str, people)) for role, people in e.persons.items()}}
+            for key, e in parse_string(text, "bibtex").entries.items()}
 
 
 def surnames(authors: str) -> List[str]:

@@ -58,6 +58,16 @@ class Dataset:
 
 
 # ---------------------------------------------------------------- loading
+def n_test_digits(settings) -> int:
+    """How many test digits a stored run scored: its settings' ``n_test``, else the whole test set
+    of its ``source`` (the sample's last 1,000; 10,000 from full MNIST or IDX files)."""
+    sizes = {"sample": 10_000 - SAMPLE_TRAIN, "full": 10_000, "idx": 10_000}
+    if not settings.get("n_test") and settings.get("source") not in sizes:
+        raise ValueError(f"n_test is None and source {settings.get('source')!r} does not say how many "
+                         "test digits the run scored")
+    return settings.get("n_test") or sizes[settings["source"]]
+
+
 def load_dataset(name="mnist", source="auto", device="cpu", root=None, verbose=True):
     """Load `name` from `source` as a `Dataset` on `device`; print one line saying which data when verbose."""
     if name not in NAMES:

@@ -5,6 +5,9 @@ The pairs have three channels: the overlay, then the lower-class and the higher-
 ``fit``'s reconstruction loss compares the decoder's output with the model's input, so ``PairCapsNet``
 reads channel 0 and returns it unchanged beside one reconstruction per true digit, from that digit's
 capsule alone: the loss is then exactly the paper's, the sum of the two digits' errors.
+
+``STORED``, ``CLAIMS`` and ``frames`` as the other experiments of chapter 9 have them: one model and
+no control trained on these pairs, so no claim is judged (``CLAIMS`` is empty).
 """
 from __future__ import annotations
 
@@ -21,15 +24,18 @@ from capsedu.core.params import count_parameters
 from capsedu.core.squashing import safe_norm
 from capsedu.data.pairs import overlapping_pairs
 from capsedu.runtime.arguments import MAX_INT, check_config
+from capsedu.experiments.shared import tables
 from capsedu.experiments.shared.runs import config_from_settings, spread, start_experiment, train_epochs
 from capsedu.runtime.files import sha256_of
 from capsedu.runtime.results import results_dir
 from capsedu.training.evaluation import count_correct, predict_lengths
 
 __all__ = ["PairCapsNet", "MultiMNISTConfig", "PRESETS", "multimnist_experiment", "load_model",
-           "PAPER_ERROR", "summarise"]
+           "PAPER_ERROR", "summarise", "STORED", "CLAIMS", "frames"]
 
 PAPER_ERROR = 5.2  # Sabour et al. (2017), Table 1: MultiMNIST test error %, 3 iterations with reconstruction
+STORED = "multimnist"
+CLAIMS: list = []   # a verdict needs a second model trained on the same pairs (the paper's CNN)
 
 
 class PairCapsNet(nn.Module):
@@ -176,6 +182,12 @@ def summarise(runs, config: Optional[MultiMNISTConfig] = None) -> Dict:
     """Mean and std over seeds of the top-2 error (%), beside the paper's."""
     mean, std = spread([r["error"] for r in runs])
     return {"error": mean, "error_std": std, "top2": 1 - mean / 100, "paper_error": PAPER_ERROR, "seeds": len(runs)}
+
+
+def frames(data: Dict) -> Dict:
+    """"runs" and "epochs" of a stored run or preview; "items" is empty (no per-pair outcomes stored)."""
+    return {"runs": tables.runs_table(data), "epochs": tables.epochs_table(data),
+            "items": tables.items_table(data, 0)}
 
 
 def _weights_path(folder: Path, seed: int) -> Path:

@@ -41,11 +41,6 @@ OUTPUT_PX = 940
 LABEL_STYLE = {"description_width": "100px"}  # the longest label, "show iteration", needs 93 px
 
 
-def image_width(plot) -> str:
-    """The CSS width the plot's PNG is shown at: its size at 72 px an inch, capped to the output area."""
-    return f"{min(OUTPUT_PX, round(plot.fig.get_figwidth() * 72))}px"
-
-
 # ---------------------------------------------------------------- live widgets
 class _Explorer(W.VBox):
     """Controls above an Image; ``redraw()`` renders the plot into the Image."""
@@ -54,7 +49,8 @@ class _Explorer(W.VBox):
         plot.fig.set_dpi(LIVE_DPI)
         self.layout.max_width = f"{OUTPUT_PX}px"
         self.plot = plot
-        self.image = W.Image(format="png", layout=W.Layout(width=image_width(plot), height="auto"))
+        width = min(OUTPUT_PX, round(plot.fig.get_figwidth() * 72))  # its size at 72 px an inch, capped
+        self.image = W.Image(format="png", layout=W.Layout(width=f"{width}px", height="auto"))
         self.children = [*controls, self.image]
         self.redraw()
 

@@ -25,14 +25,14 @@ from __future__ import annotations
 
 import contextlib
 import platform
-from typing import Optional, Tuple
+from typing import Optional
 
 import torch
 
 from capsedu import AMP_CHOICES
 
 __all__ = ["resolve_device", "resolve_amp", "auto_amp", "amp_dtype", "autocast", "grad_scaler", "adam",
-           "cuda_capability", "cpu_has_native_bf16", "cpuinfo", "cpu_name", "hardware"]
+           "cpuinfo", "hardware"]
 
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -75,31 +75,16 @@ def cpuinfo(field: str) -> Optional[str]:
         return None
 
 
-def cpu_name() -> str:
-    """The CPU's model name, or the platform's best guess."""
-    return cpuinfo("model name") or platform.processor() or platform.machine()
-
-
-def cpu_has_native_bf16() -> bool:
-    """True when the CPU has bf16 arithmetic instructions (AVX512-BF16 or AMX-BF16); False off Linux."""
-    flags = (cpuinfo("flags") or "").split()
-    return "avx512_bf16" in flags or "amx_bf16" in flags
-
-
-def cuda_capability(device="cuda") -> Tuple[int, int]:
-    """The GPU's compute capability, e.g. (7, 5) for a T4, (8, 0) for an A100."""
-    return tuple(torch.cuda.get_device_capability(torch.device(device)))
-
-
 def hardware(device="cpu") -> str:
     """A short description of the device, for result files: the GPU's name or the CPU's and its threads."""
     device = torch.device(device)
     if device.type == "cuda":
-        major, minor = cuda_capability(device)
+        major, minor = torch.cuda.get_device_capability(device)
         return f"{torch.cuda.get_device_name(device)} (compute capability {major}.{minor})"
     if device.type == "mps":
         return f"Apple MPS ({platform.machine()})"
-    return f"{cpu_name()} ({torch.get_num_threads()} threads)"
+    name = cpuinfo("model name") or platform.processor() or platform.machine()
+    return f"{name} ({torch.get_num_threads()} threads)"
 
 
 # ---------------------------------------------------------------- the precision
@@ -107,10 +92,11 @@ def auto_amp(device) -> str:
     """What ``amp="auto"`` means on ``device`` (the table in this module's docstring)."""
     device = torch.device(device)
     if device.type == "cuda":
-        major, _ = cuda_capability(device)
+        major, _ = torch.cuda.get_device_capability(device)
         return "bf16" if major >= 8 else "fp16" if major == 7 else "off"
-    if device.type == "cpu":
-        return "bf16" if cpu_has_native_bf16() else "off"
+    if device.type == "cpu":  # native bf16 instructions: AVX512-BF16 or AMX-BF16
+        flags = (cpuinfo("flags") or "").split()
+        return "bf16" if "avx512_bf16" in flags or "amx_bf16" in flags else "off"
     return "off"
 
 
@@ -121,8 +107,8 @@ def resolve_amp(amp, device) -> str:
     device = torch.device(device)
     if amp == "auto":
         return auto_amp(device)
-    if amp == "bf16" and device.type == "cuda" and cuda_capability(device)[0] < 8:
-        major, minor = cuda_capability(device)
+    if amp == "bf16" and device.type == "cuda" and torch.cuda.get_device_capability(device)[0] < 8:
+        major, minor = torch.cuda.get_device_capability(device)
         raise ValueError(f"amp='bf16' needs a GPU with native bf16 (compute capability 8.0 or more); this one "
                          f"has {major}.{minor}: use amp='fp16' or 'auto'")
     return amp

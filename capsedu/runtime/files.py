@@ -104,11 +104,8 @@ def remove_stale_tmp(path: str) -> bool:
 
 def sha256_of(path: Path) -> str:
     """The file's sha256 as hex (what the weights' JSON stores)."""
-    digest = hashlib.sha256()
     with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def to_json(obj, indent: int = 2, level: int = 0) -> str:

@@ -8,7 +8,7 @@
 - ``results_dir()``, ``benchmarks_dir()``: the stored runs and benchmark results, wherever the book
   runs: the copies an installed package ships (``capsedu/shipped/``, written by ``setup.py``), else
   the checkout's ``results/`` and ``benchmarks/results/``; never relative to the working directory.
-- ``stored_run(name)``: one of those stored runs (an experiment's folder, or a file), checked by
+- ``stored_run(name)``: one of those stored runs (an experiment's folder), checked by
   ``capsedu.runtime.stored`` (format, checksum, schema): None only when it is not there; a damaged
   one is one ``StoredRunError`` line naming it.
 - ``stored_or_preview(name, check)``: what a chapter calls: (data, None), or (None, the one line
@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Dict, Optional, Sequence
 
-from capsedu.runtime.stored import StoredRunError, read_runs, read_stored
+from capsedu.runtime.stored import StoredRunError, read_runs
 
 __all__ = ["results_dir", "benchmarks_dir", "utc_now", "command_line", "provenance", "stored_run",
            "stored_or_preview"]
@@ -73,16 +73,12 @@ def benchmarks_dir() -> Path:
 
 
 def stored_run(name: str) -> Optional[Dict]:
-    """The stored run ``name`` of ``results_dir()``, checked; None only if it is not there. A folder (an
+    """The stored run ``name`` of ``results_dir()``, checked; None only if it is not there. Its folder (an
     experiment, one file per run) reads as one object (``capsedu.runtime.stored.read_runs``); a damaged
     file, one without a checksum, or a folder of runs of other settings is a ``StoredRunError`` (one line
     naming it). The wheel ships every stored run (``setup.py``), so Colab reads them from the package."""
-    local = results_dir() / name
-    if local.is_dir():
-        return read_runs(local)
-    if local.exists() or local.is_symlink():
-        return read_stored(local, require_checksum=True)
-    return None
+    folder = results_dir() / name
+    return read_runs(folder) if folder.is_dir() else None
 
 
 def stored_or_preview(name: str, check=None):

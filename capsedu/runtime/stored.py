@@ -3,17 +3,18 @@
 A stored run is one JSON object: a header (provenance, the settings under ``"settings"``) and
 ``"run"``, the record of one finished (model, seed) run
 of an experiment (``capsedu.experiments.shared.runs``; files from before one file per run held
-``"runs"``, a list, and ``scripts/migrate_results.py`` splits them), plus two keys that make it
+``"runs"``, a list, split by a one-off script now in the git history), plus two keys that make it
 checkable:
 
 - ``"format"``: ``FORMAT`` (1), the version of this layout;
 - ``"checksum"``: ``"sha256:"`` + the sha256 of ``canonical(data)``, i.e. of
   ``json.dumps(data without "checksum", sort_keys=True)`` as UTF-8; a changed digit fails it.
 
-``check_schema`` checks the header's and each record's keys and types: a record's name
-(``model``, ``method`` or ``variant``) is a str, its ``seed`` an int >= 0, and no (name, seed)
-comes twice. ``read_stored(path)`` -> the data, or one ``StoredRunError`` line naming the file
-and what is wrong. ``seal(data)`` adds the two keys; ``write_stored`` writes a sealed copy atomically.
+``check_schema`` checks the header's and the record's keys and types: the record's name
+(``model``, ``method`` or ``variant``) is a str, its ``seed`` an int >= 0 (a folder holds each
+(name, seed) once: its file is named after it, ``run_files``). ``read_stored(path)`` -> the data,
+or one ``StoredRunError`` line naming the file and what is wrong. ``seal(data)`` adds the two keys;
+``write_stored`` writes a sealed copy atomically.
 
 Files written before format 1 (no ``"format"``, no ``"checksum"``) are *legacy*: resuming
 accepts them after the schema check, as runs already done; ``stored_run`` and the chapters
@@ -77,7 +78,7 @@ def _is_int(v) -> bool:
 def check_schema(data) -> Optional[str]:
     """What is wrong with ``data`` as a stored run (one phrase), or None if nothing is."""
     if not isinstance(data, dict):
-        return f"holds a JSON {type(data).__name__}, expected an object with a header and \"runs\""
+        return f"holds a JSON {type(data).__name__}, expected an object with a header and \"run\""
     if "settings" not in data:
         return "has no settings (expected a \"settings\" object)"
     if not isinstance(data["settings"], dict):
@@ -85,25 +86,16 @@ def check_schema(data) -> Optional[str]:
     for key, types in HEADER_TYPES.items():
         if key in data and (not isinstance(data[key], types) or isinstance(data[key], bool)):
             return f"its \"{key}\" is a {type(data[key]).__name__} ({data[key]!r:.40}), expected {types[0].__name__}"
-    runs = [data["run"]] if "run" in data else data.get("runs")
-    if not isinstance(runs, list):
-        return "lacks its \"run\" (or \"runs\" list)" if runs is None else \
-            f"its \"runs\" is a {type(runs).__name__}, expected a list"
-    seen = set()
-    for i, record in enumerate(runs):
-        if not isinstance(record, dict):
-            return f"run {i} is a {type(record).__name__}, expected an object"
-        names = [k for k in NAME_KEYS if k in record]
-        for k in names:
-            if not isinstance(record[k], str):
-                return f"run {i}: its {k} is {record[k]!r}, expected a name (a string)"
-        seed = record.get("seed")
-        if not _is_int(seed) or seed < 0:
-            return f"run {i}: its seed is {seed!r}, expected an int >= 0"
-        key = (tuple(record[k] for k in names), seed)
-        if key in seen:
-            return f"run {i} repeats {' '.join(record[k] for k in names) or 'the run'} seed {seed}"
-        seen.add(key)
+    record = data.get("run")
+    if not isinstance(record, dict):
+        what = f"is a {type(record).__name__}, expected an object"
+        return "lacks its \"run\"" if record is None else f"its \"run\" {what}"
+    for k in NAME_KEYS:
+        if k in record and not isinstance(record[k], str):
+            return f"its run's {k} is {record[k]!r}, expected a name (a string)"
+    seed = record.get("seed")
+    if not _is_int(seed) or seed < 0:
+        return f"its run's seed is {seed!r}, expected an int >= 0"
     return None
 
 
@@ -198,8 +190,6 @@ def run_files(folder: Path, resuming: bool = False, expected: Optional[Dict] = N
         if not RUN_FILE.fullmatch(path.name) and not _holds_a_run(path):
             continue  # the user's own JSON: not a run (a copy of one holds a run, and is named below)
         data = read_stored(path, require_checksum=not resuming, resuming=resuming)
-        if not isinstance(data.get("run"), dict):
-            raise StoredRunError(path, "holds no \"run\"; expected one run of an experiment")
         own = run_stem(data["run"]["seed"], next((data["run"][k] for k in NAME_KEYS if k in data["run"]), None))
         if path.stem != own:  # a copy (``x (1).json``) or a renamed file: never counted twice, never in another's place
             raise StoredRunError(path, f"holds the run {own}, whose file is {own}.json (a copy, or a renamed "

@@ -14,6 +14,7 @@ import torch
 from capsedu import cli
 from capsedu.core.params import count_parameters
 from capsedu.core.squashing import safe_norm, squash
+from capsedu.experiments.two_digits import frames
 from capsedu.experiments.two_digits.config import (
     HEADS,
     LAYOUTS,
@@ -23,8 +24,6 @@ from capsedu.experiments.two_digits.config import (
     TwoDigitConfig,
 )
 from capsedu.experiments.two_digits.run import (
-    curve,
-    format_table,
     make_model,
     pair_metrics,
     two_digit_experiment,
@@ -235,14 +234,10 @@ def test_experiment_returns_every_field(tiny_result):
     assert "config" not in r and "table" not in r and r["device"] == "cpu" and "device" not in r["meta"]
     plain = {k: v for k, v in r.items() if k != "trained"}
     assert json.loads(json.dumps(plain)) == plain                      # JSON-friendly
-    assert "| capsule-su | 279,488 | 2 |" in format_table(r)
-    html = format_table(r, html=True)
-    assert "<td>capsule-su</td><td>279,488</td>" in html and "<th>vertical top-2 &gt; 0.5</th>" in html
-    epochs, mean, std = curve(r, "pooling", "horizontal_top2")
+    epochs = frames(r)["epochs"]                                      # the learning curves as a table
+    mean = epochs[epochs.model == "pooling"].groupby("epoch").horizontal_top2.mean()
     runs = [x["curve"]["horizontal_top2"] for x in r["runs"] if x["model"] == "pooling"]
-    assert epochs == [1, 2] and mean[1] == pytest.approx((runs[0][1] + runs[1][1]) / 2)
-    with pytest.raises(ValueError, match="curve"):
-        curve(r, "pooling", "diagonal_top2")
+    assert list(mean.index) == [1, 2] and mean[2] == pytest.approx((runs[0][1] + runs[1][1]) / 2)
 
 
 def test_returned_models_reproduce_their_row(tiny_result, digits):

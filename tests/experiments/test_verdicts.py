@@ -42,6 +42,9 @@ def test_the_sign_test_cannot_resolve_fewer_than_six_items():
     rows = verdict_table([dict(a="a", b="b", test="t")], items=_items(
         {"a": np.ones((1, 100), int), "b": np.r_[np.zeros(5), np.ones(95)][None].astype(int)}))
     assert math.isinf(rows.mdd[0]) and rows.verdict[0] == CANNOT_TELL
+    one_seed = verdict_table([dict(a="a", b="b", test="t")], items=_items(
+        {"a": np.ones((1, 100), int), "b": np.r_[np.zeros(50), np.ones(50)][None].astype(int)}))
+    assert one_seed.low[0] > 0 and one_seed.verdict[0] == CANNOT_TELL      # the items alone never decide
 
 
 def test_the_interval_covers_about_95_percent_when_seeds_vary():

@@ -29,7 +29,7 @@ from capsedu.runtime.stored import FORMAT, StoredRunError, checksum, read_runs, 
 ROOT = Path(__file__).resolve().parents[2]
 SETTINGS = {"seeds": [0, 1], "epochs": 1}
 HEADER = {"command": "python -m capsedu x", "date": "2026-01-01T00:00:00+00:00", "settings": SETTINGS}
-# the commit whose results/ held one file per experiment, split by scripts/migrate_results.py
+# the commit whose results/ held one file per experiment, before they were split one per run
 MIGRATED_FROM = "2c49e5b"
 
 

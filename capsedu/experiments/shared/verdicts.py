@@ -21,7 +21,7 @@ claim's margin, stated with its reason where the claim is made); ``primary``. Th
   5%, and, for a secondary row, its Holm-adjusted p is below 0.05; *does not hold*: the other side;
 - "matches": *equivalent within ±δ* by two one-sided tests at 5% (the 90% interval inside ±δ),
   Holm-adjusted for a secondary row; *does not hold* when the 95% interval lies wholly outside ±δ;
-- *cannot tell at this budget* otherwise.
+- *cannot tell at this budget* otherwise, and always with one seed (nothing measures the seeds' spread).
 
 ``p_holm`` adjusts the secondary rows of one table (primary rows keep their own p); ``p_holm_all``
 adjusts every row, printed beside it.
@@ -140,7 +140,7 @@ def _given(row: Mapping, name: str):
 def judge(row: Mapping, p_adjusted: Optional[float] = None) -> str:
     """One of the four verdicts for a row of ``compare`` plus its claim (see the module's docstring)."""
     sign, delta, low, high = row.get("sign", 1), _given(row, "delta"), row["low"], row["high"]
-    if math.isnan(low):
+    if math.isnan(low) or row.get("seeds", 2) < 2:     # one seed: its interval knows nothing of seeds
         return CANNOT_TELL
     ok = p_adjusted is None or p_adjusted < ALPHA
     if row.get("kind", "beats") == "matches":

@@ -4,7 +4,6 @@ defaults do, as in Su's script; a tie at the border of the top-2 counts as a mis
 """
 from __future__ import annotations
 
-import statistics
 import time
 from types import SimpleNamespace
 from typing import Dict, List, Optional
@@ -20,14 +19,13 @@ from capsedu.core.squashing import safe_norm, squash
 from capsedu.data.pairs import overlapping_pairs, two_digit_pairs
 from capsedu.experiments.shared.runs import spread_table, start_experiment
 from capsedu.experiments.two_digits.config import INITS, LAYOUTS, MODELS, TwoDigitConfig
-from capsedu.figures.tables import mean_std, render_table
 from capsedu.runtime.device import resolve_amp
 from capsedu.speed.bench import estimate_fit_seconds
 from capsedu.training.evaluation import predict_lengths, set_border, set_hits
 from capsedu.training.loop import fit
 
-__all__ = ["pair_metrics", "misses", "make_model", "two_digit_test_set",
-           "two_digit_experiment", "estimate_seconds", "summarise", "format_table", "curve", "CONFIDENCE"]
+__all__ = ["pair_metrics", "misses", "make_model", "two_digit_test_set", "ink_gap",
+           "two_digit_experiment", "estimate_seconds", "summarise", "CONFIDENCE"]
 
 CONFIDENCE = 0.5
 
@@ -84,6 +82,16 @@ def two_digit_test_set(x: torch.Tensor, y: torch.Tensor, n: int, layout: str, se
     if layout == "overlapping":
         return overlapping_pairs(x, y, n, generator=generator)         # (n, 1, 36, 36)
     return two_digit_pairs(x, y, n, layout, generator=generator)       # (n, 1, 56, 28) or (n, 1, 28, 56)
+
+
+def ink_gap(images: torch.Tensor, layout: str) -> torch.Tensor:
+    """Pixels between the two digits' ink along the axis that joins them, (N,), for (N, 1, 56, 28)
+    vertical or (N, 1, 28, 56) horizontal pairs (chapter 7: under 14 px some cells see both digits)."""
+    ink = (images[:, 0] > 0.3).any(dim=2 if layout == "vertical" else 1)  # (N, 56): ink per row / column
+    idx = torch.arange(ink.shape[1], device=ink.device)
+    last_of_first = torch.where(ink[:, :28], idx[:28], torch.full_like(idx[:28], -1)).amax(dim=1)
+    first_of_second = torch.where(ink[:, 28:], idx[28:], torch.full_like(idx[28:], 99)).amin(dim=1)
+    return (first_of_second - last_of_first - 1).float()
 
 
 def _check_data(data):
@@ -177,25 +185,3 @@ def summarise(runs: List[Dict], config: TwoDigitConfig) -> List[Dict]:
         return {"model": name, "head": MODELS[name], "params": mine[0]["params"], "seeds": len(mine)}
     fields = ["single_acc"] + [f"{lay}_{m}" for lay in config.layouts for m in ("top2", "top2_conf", "ties")]
     return spread_table(runs, "model", config.models, fields, head)
-
-
-def format_table(result: Dict, digits: int = 3, html: bool = False) -> str:
-    """The result's table: one row per model, mean ± std over seeds for each metric."""
-    layouts = result["settings"]["layouts"]
-    heads = ["model", "params", "seeds", "single digit"] + [f"{lay} {m}" for lay in layouts
-                                                           for m in ("top-2", "top-2 > 0.5")]
-    fields = ["single_acc"] + [f"{lay}_{m}" for lay in layouts for m in ("top2", "top2_conf")]
-    rows = [[r["model"], f"{r['params']:,}", r["seeds"], *(mean_std(r[f], r[f + "_std"], digits) for f in fields)]
-            for r in result["summary"]]
-    return render_table(heads, rows, html)
-
-
-def curve(result: Dict, model: str, key: str):
-    """(epochs, mean, std) of a per-epoch measurement over the seeds of ``model`` (needs ``curve``)."""
-    curves = [r["curve"][key] for r in result["runs"] if r["model"] == model and key in r.get("curve", {})]
-    if not curves:
-        raise ValueError(f"the result has no learning curve of {key!r} for {model!r}")
-    columns = list(zip(*curves))                                    # one tuple of seeds per epoch
-    means = [statistics.fmean(c) for c in columns]
-    stds = [statistics.stdev(c) if len(c) > 1 else 0.0 for c in columns]
-    return list(range(1, len(columns) + 1)), means, stds
