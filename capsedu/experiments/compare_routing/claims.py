@@ -17,9 +17,10 @@ from capsedu.data.mnist import load_dataset
 from capsedu.experiments.shared.tables import epochs_table, items_table, runs_table
 from capsedu.runtime import results
 
-__all__ = ["STORED", "DELTA", "CLAIMS", "COST_CLAIMS", "readable", "frames", "newest_benchmark", "cost_frames"]
+__all__ = ["STORED", "KEY", "DELTA", "CLAIMS", "COST_CLAIMS", "readable", "frames", "newest_benchmark", "cost_frames"]
 
 STORED = "compare_routing"
+KEY = "method"           # the runs' name column (the other experiments': "model")
 # A "matches" claim's margin, in accuracy: one point (the chapter's markdown gives the reason).
 DELTA = 0.01
 # 10.1-10.3: one per routing on test digits, the primaries (named 2026-12-03, kind and delta fixed
