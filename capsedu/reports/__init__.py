@@ -1,4 +1,4 @@
-"""What the chapters print from stored runs: readers, statistics and verdicts (``stats``, ``verdicts``).
+"""What chapter 5 still reads from here: the statistics of ``stats``.
 
 The experiments write runs (``capsedu.experiments``); this folder reads them. It may import every other
 folder; none imports it. Nothing is imported here, so that ``python -m capsedu --help`` needs no torch.
