@@ -11,8 +11,7 @@ The layout (each folder imports only what its row allows; tests/test_layout.py c
 | ``training``   | ``fit``, ``evaluate``, the pretrained CapsNet, training across processes   | core, data, runtime |
 | ``speed``      | the fast path, the tutorial-style network, timing helpers                  | core, runtime |
 | ``figures``    | plots, live widgets, static twins, diagrams, tables                        | core, methods, runtime |
-| ``experiments``| each experiment and its shared part; the train, evaluate, info commands    | all above, never another experiment |
-| ``reports``    | what the chapters print from stored runs: readers, statistics, verdicts    | all above |
+| ``experiments``| each experiment and its shared part (tables, verdicts); the CLI's commands | all above, never another experiment |
 
 This root (``__init__``, ``__main__``, ``cli``) holds the modes and the constants every folder
 may read; it imports no torch, so that ``python -m capsedu --help`` is instant. ``cli``

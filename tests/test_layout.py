@@ -24,7 +24,6 @@ ALLOWED = {
     "speed": {"core", "runtime"},
     "figures": {"core", "methods", "runtime"},
     "experiments": {"core", "methods", "runtime", "data", "training", "speed", "figures"},
-    "reports": {"core", "methods", "runtime", "data", "training", "speed", "figures", "experiments"},
 }
 ROOT_MODULES = {"capsedu", "capsedu.cli", "capsedu.__main__"}
 INDEX = "capsedu.experiments.catalogue"  # declares every experiment: imports each inside a function only
