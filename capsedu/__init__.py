@@ -68,6 +68,8 @@ def glue(name: str, value, display: bool = True) -> None:
         from myst_nb import glue as myst_glue
     except ImportError:
         return
+    if getattr(value, "ndim", None) == 0:       # numpy 2's repr "np.float64(0.5)" defeats the formats
+        value = value.item()
     myst_glue(name, value, display=display)
 
 

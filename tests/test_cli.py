@@ -133,3 +133,16 @@ def test_info_reports_a_sample_that_fails_its_checksum(capsys, monkeypatch):
     monkeypatch.setattr(capsedu.data.mnist, "SAMPLE_SHA256", "0" * 64)
     code, out, _ = run(capsys, "info")
     assert code == 0 and json.loads(out)["data"]["sample"] is False
+
+
+def test_glue_hands_myst_plain_python_numbers(monkeypatch):
+    """numpy 2 writes np.float64(0.5) as its repr, which the book's {glue:text}`x:.3f` cannot format."""
+    import myst_nb
+    import numpy as np
+
+    import capsedu
+    seen = {}
+    monkeypatch.setattr(myst_nb, "glue", lambda name, value, display=True: seen.update({name: value}))
+    capsedu.glue_all({"f": np.float64(0.5), "i": np.int64(3), "s": "text", "a": np.arange(2)})
+    assert type(seen["f"]) is float and type(seen["i"]) is int and seen["s"] == "text"
+    assert isinstance(seen["a"], np.ndarray)
