@@ -87,3 +87,25 @@ def test_seeds_only_rows_and_bad_claims():
     assert row.method == "seeds only" and row.equal and row.verdict == CANNOT_TELL
     with pytest.raises(ValueError, match="delta"):
         verdict_table([dict(a="a", b="b", field="acc", kind="matches")], runs=runs)
+
+
+def test_a_claim_on_a_model_the_run_lacks_is_left_out_and_p_is_the_verdicts():
+    rng = np.random.default_rng(3)
+    a, b = _draw(rng, 3, 400, 0.9, 0.6)
+    claims = [dict(id="x", a="a", b="b", test="t"), dict(id="y", a="a", b="c", test="t")]
+    table = verdict_table(claims, items=_items({"a": a, "b": b}))
+    assert list(table["id"]) == ["x"]
+    row = table.iloc[0]
+    assert row["p_row"] == max(row["p"], row["sign_p"])
+    assert shown(table)["p"].iloc[0] == "< 0.001"
+    assert verdict_table(claims[1:], items=_items({"a": a})).empty
+
+
+def test_every_matches_claim_takes_its_delta_from_the_one_rule():
+    from capsedu.experiments import ablation, robustness, two_digits
+    from capsedu.experiments.compare_routing import claims as routing
+    from capsedu.experiments.shared.verdicts import DELTA
+    claims = two_digits.CLAIMS + robustness.CLAIMS + ablation.CLAIMS + routing.CLAIMS
+    deltas = {c["delta"] for c in claims if c.get("kind") == "matches"}
+    assert deltas and deltas <= set(DELTA.values())
+    assert DELTA["affine"] == pytest.approx(0.013) and DELTA["clean"] == pytest.approx(0.00014)

@@ -15,7 +15,7 @@ Where only per-run accuracies are stored, the interval is the seeds' t-interval 
 
 A claim is a dict: ``a``, ``b``; ``test`` (per-item outcomes) or ``field`` (seeds only);
 ``sign`` (+1: a beats b, -1: a is worse); ``kind``: "beats" or "matches"; ``delta`` (a "matches"
-claim's margin, stated with its reason where the claim is made); ``primary``. The verdict:
+claim's margin, by the book's one rule, ``margin``); ``primary``. The verdict:
 
 - "beats": *holds* when the interval lies wholly on the claim's side of 0, the sign test agrees at
   5%, and, for a secondary row, its Holm-adjusted p is below 0.05; *does not hold*: the other side;
@@ -23,8 +23,8 @@ claim's margin, stated with its reason where the claim is made); ``primary``. Th
   Holm-adjusted for a secondary row; *does not hold* when the 95% interval lies wholly outside ±δ;
 - *cannot tell at this budget* otherwise, and always with one seed (nothing measures the seeds' spread).
 
-``p_holm`` adjusts the secondary rows of one table (primary rows keep their own p); ``p_holm_all``
-adjusts every row, printed beside it.
+``p_row`` is the p a row's verdict rests on (``_row_p``); ``p_holm`` adjusts it over the secondary
+rows of one table (primary rows keep their own), ``p_holm_all`` over every row, printed beside it.
 """
 from __future__ import annotations
 
@@ -37,11 +37,24 @@ from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
 __all__ = ["HOLDS", "FAILS", "EQUIVALENT", "CANNOT_TELL", "ALPHA", "seeds_and_items", "paired_difference",
-           "sign_test", "outcomes", "compare", "judge", "verdict_table", "shown"]
+           "sign_test", "outcomes", "margin", "DELTA", "compare", "judge", "verdict_table", "shown"]
 
 HOLDS, FAILS, EQUIVALENT, CANNOT_TELL = ("holds", "does not hold", "equivalent within ±δ",
                                          "cannot tell at this budget")
 ALPHA, POWER = 0.05, 0.8
+
+
+def margin(capsules: float, baseline: float) -> float:
+    """The book's one rule for δ, set once for every chapter on 2026-12-07: a tenth of the accuracy
+    advantage the source reports for capsules on that kind of test. A smaller difference is
+    negligible next to the claim under test; a larger one is a tenth of it or more."""
+    return round(abs(capsules - baseline) / 10, 6)
+
+
+# δ for each kind of test, from the source's own numbers: Su's two-digit head (over 0.90 against
+# about 0.40), the paper's affNIST (0.79 against 0.66) and its Table 1 (0.25% against 0.39% error)
+DELTA = {"two digits": margin(0.90, 0.40), "affine": margin(0.79, 0.66),
+         "clean": margin(1 - 0.0025, 1 - 0.0039)}
 
 
 def seeds_and_items(d: np.ndarray) -> Dict[str, float]:
@@ -170,11 +183,16 @@ def _holm(p: pd.Series) -> pd.Series:
 
 def verdict_table(claims: Iterable[Mapping], runs: Optional[pd.DataFrame] = None,
                   items: Optional[pd.DataFrame] = None, key: str = "model") -> pd.DataFrame:
-    """One row per claim: its fields, the numbers of ``compare``, ``p_holm`` (secondary rows),
-    ``p_holm_all`` (every row) and ``verdict``."""
+    """One row per claim whose two models the tables hold (a run in progress holds fewer): its
+    fields, the numbers of ``compare``, ``p_row``, ``p_holm`` (secondary rows), ``p_holm_all``
+    (every row) and ``verdict``. One call is one Holm family."""
+    have = {*runs.get(key, ())} if runs is not None else set()
+    have |= {*items.get(key, ())} if items is not None else set()
     rows = pd.DataFrame([{"sign": 1, "kind": "beats", "primary": False, "delta": None, **c,
-                          **compare(c, runs, items, key)} for c in claims])
-    p = rows.apply(_row_p, axis=1)
+                          **compare(c, runs, items, key)} for c in claims if {c["a"], c["b"]} <= have])
+    if rows.empty:
+        return pd.DataFrame(columns=["id", "a", "b", "p_row", "verdict"])
+    rows["p_row"] = p = rows.apply(_row_p, axis=1)
     rows["p_holm_all"] = _holm(p)
     rows["p_holm"] = _holm(p.where(~rows["primary"].astype(bool)))
     rows["verdict"] = [judge(r, None if r["primary"] else r["p_holm"]) for _, r in rows.iterrows()]
@@ -182,9 +200,9 @@ def verdict_table(claims: Iterable[Mapping], runs: Optional[pd.DataFrame] = None
 
 
 def shown(rows: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
-    """``verdict_table``'s rows as a reader sees them: a - b with its 95% interval, the per-item
-    sign test (items a got right more often over the seeds vs b), the row's mdd, δ, both Holm
-    columns and the verdict; the claim's own columns (``claim``, ``whose``...) are the caller's."""
+    """``verdict_table``'s rows as a reader sees them: a - b with its 95% interval, the p the verdict
+    rests on, the per-item sign test (items a got right more often over the seeds vs b), the row's
+    mdd, δ, both Holm columns and the verdict; the claim's own columns are the caller's."""
     num = (lambda x: "-" if pd.isna(x) else "none" if math.isinf(x) else f"{x:.{digits}f}")
     pval = (lambda p: "-" if pd.isna(p) else "< 0.001" if p < 0.001 else f"{p:.3f}")
     interval = rows.apply(lambda r: f"{r['mean']:+.{digits}f}" + (
@@ -194,6 +212,6 @@ def shown(rows: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
                        else f"{r['items_up']:.0f} vs {r['items_down']:.0f}, p {pval(r['sign_p'])}", axis=1)
     return pd.DataFrame({"a − b [95%]": interval, "seeds × items": rows.apply(
         lambda r: f"{r['seeds']} × {int(r['items']):,}" if r["method"] == "seeds and items" else f"{r['seeds']} (seeds only)",
-        axis=1), "p": rows.p.map(pval), "items a vs b (sign test)": items, "mdd": rows.mdd.map(num),
-        "δ": rows.delta.map(num), "Holm p": rows.p_holm.map(pval).where(~rows.primary.astype(bool), "primary"),
+        axis=1), "p": rows.p_row.map(pval), "items a vs b (sign test)": items, "mdd": rows.mdd.map(num),
+        "δ": rows.delta.map(lambda x: "-" if pd.isna(x) else f"{x:.2g}"), "Holm p": rows.p_holm.map(pval).where(~rows.primary.astype(bool), "primary"),
         "Holm p (all rows)": rows.p_holm_all.map(pval), "verdict": rows.verdict}, index=rows.index)

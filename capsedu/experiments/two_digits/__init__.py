@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from typing import Dict, Mapping
 
+from capsedu.experiments.shared import verdicts
+
 __all__ = ["STORED", "DELTA", "CLAIMS", "frames", "VARIANTS_STORED", "VARIANTS", "VARIANTS_CLAIMS",
            "variants_frames"]
 
 STORED = "two_digits_items"
-# "matches": within a tenth of the capsule advantage Su reports (over 0.90 against about 0.40)
-DELTA = 0.05
+DELTA = verdicts.DELTA["two digits"]   # "matches": the book's one rule (verdicts.margin)
 
 
 def _claim(id, a, b, test, primary=False, **more) -> Dict:
