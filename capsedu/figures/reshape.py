@@ -84,7 +84,8 @@ def primary_reshape_figure(config: Optional[CapsNetConfig] = None, ax=None):
     _channels(ax, 0.0, types, dim, side)
     _arrow(ax, 4.9, 7.3, f".view(B, {types},\n{dim}, {side}, {side})")
     _types(ax, 7.6, types, dim, side)
-    _arrow(ax, 10.9, 14.4, f".permute(0,1,3,4,2)\n.reshape(B,\n{types * side * side}, {dim})")
+    # narrow label, arrow starting clear of the "type 1" label
+    _arrow(ax, 11.1, 14.4, f".permute(\n0,1,3,4,2)\n.reshape(B,\n{types * side * side}, {dim})")
     _capsules(ax, 14.7, types, dim, side)
     ax.set(xlim=(-0.2, 21.5), ylim=(-0.3, 7.6))
     ax.axis("off")

@@ -142,7 +142,7 @@ class RoutingExplorer(_Explorer):
 class PerturbationExplorer(_Explorer):
     """The 16 dimensions of the predicted digit capsule as sliders; the reconstruction follows."""
 
-    RANGES = {"±0.25 (paper)": 0.25, "±0.5": 0.5, "±1": 1.0}
+    RANGES = {"±0.25 (paper)": 0.25, "±0.5": 0.5}   # ±0.5: as the in-page panel's sliders
 
     def __init__(self, model, images: torch.Tensor):
         super().__init__()

@@ -98,9 +98,9 @@ def test_reset_restores_the_original_capsule_and_image(explorer):
 
 
 def test_wider_range_and_digit_picker(explorer, images):
-    explorer.span.value = "±1"
-    assert (explorer.sliders[0].min, explorer.sliders[0].max) == (-1.0, 1.0)
-    explorer.sliders[0].value = 0.8
+    explorer.span.value = "±0.5"
+    assert (explorer.sliders[0].min, explorer.sliders[0].max) == (-0.5, 0.5)
+    explorer.sliders[0].value = 0.4
     explorer.span.value = "±0.25 (paper)"
     assert explorer.sliders[0].value == 0.25               # clamped into the paper's range
     explorer.digit.value = 2
