@@ -17,12 +17,12 @@ from capsedu.core.capsnet import CapsNet
 from capsedu.core.params import count_parameters
 from capsedu.runtime.arguments import check_config
 from capsedu.data.mnist import load_dataset
-from capsedu.experiments.shared import tables
+from capsedu.experiments.shared import tables, verdicts
 from capsedu.experiments.shared.runs import Tester, spread_table, start_experiment, train_epochs
 from capsedu.methods.tutorial_capsnet import MNIST_MEAN, MNIST_STD, TUTORIAL_TRAINING, TutorialCapsNet, tutorial_loss
 
 __all__ = ["MODELS", "TutorialConfig", "PRESETS", "tutorial_vs_fixed", "summarise", "STORED", "CLAIMS",
-           "PRINTED", "with_printed", "frames", "readable"]
+           "PRINTED", "with_printed", "frames", "batch_claim", "readable"]
 
 MODELS = {"tutorial": "the tutorial code re-created, pitfalls included, trained as it trains",
           "fixed": "capsedu's CapsNet, trained as the paper (shifts, squared margins, summed reconstruction)"}
@@ -153,6 +153,17 @@ def with_printed(runs: List[Dict]) -> List[Dict]:
     last epoch (the class of the decoder's mask) as its test accuracy."""
     return [*runs, *({"model": PRINTED, "seed": r["seed"], "test": r["epochs"][-1]["test_as_reported"]}
                      for r in runs if r["model"] == "tutorial")]
+
+
+def batch_claim(runs) -> Dict:
+    """Claim 11.3 for the tutorial code, "a digit's prediction does not depend on the rest of its batch"
+    (the paper routes each example alone), from ``frames(...)["runs"]``: one test digit whose prediction
+    changed when only the test batches' order did refutes it; none changed proves nothing. ``low``,
+    ``high``: the fewest and most such digits in a seed."""
+    changed = runs.loc[runs["model"] == "tutorial", "test_changed_by_batching"].astype(int)
+    verdict = verdicts.FAILS if changed.max() > 0 else verdicts.CANNOT_TELL
+    return {"id": "11.3", "verdict": verdict, "method": "count", "low": int(changed.min()),
+            "high": int(changed.max()), "seeds": len(changed)}
 
 
 def frames(data: Dict) -> Dict:

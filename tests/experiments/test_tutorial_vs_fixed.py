@@ -98,7 +98,7 @@ def test_end_to_end_and_misses():
 
 # ---------------------------------------------------------------- chapter 11's claims on the stored run
 from capsedu.experiments.shared.tables import load  # noqa: E402
-from capsedu.experiments.shared.verdicts import CANNOT_TELL, HOLDS, verdict_table  # noqa: E402
+from capsedu.experiments.shared.verdicts import CANNOT_TELL, FAILS, HOLDS, verdict_table  # noqa: E402
 
 
 def _stored():
@@ -124,6 +124,18 @@ def test_the_chapters_claims_on_the_stored_run():
             for r in data["runs"] if r["model"] == "tutorial"}
     assert printed["mean"] == pytest.approx(sum(last.values()) / len(last))
     assert printed["method"] == "seeds only" and printed["verdict"] == CANNOT_TELL
+
+
+def test_one_prediction_changed_by_its_batch_refutes_claim_11_3():
+    runs = tvf.frames(_stored())["runs"]
+    row = tvf.batch_claim(runs)
+    changed = [r["test_changed_by_batching"] for r in _stored()["runs"] if r["model"] == "tutorial"]
+    assert (row["low"], row["high"], row["seeds"]) == (min(changed), max(changed), len(changed))
+    assert row["verdict"] == (FAILS if max(changed) > 0 else CANNOT_TELL)
+    none = runs.assign(test_changed_by_batching=0)
+    assert tvf.batch_claim(none)["verdict"] == CANNOT_TELL     # no change proves nothing
+    one = none.assign(test_changed_by_batching=(none.seed == none.seed.max()).astype(int))
+    assert tvf.batch_claim(one)["verdict"] == FAILS
 
 
 def test_a_stored_run_without_one_model_is_not_readable():
