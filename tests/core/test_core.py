@@ -108,14 +108,6 @@ def test_paper_compression_equals_squash():
     assert torch.allclose(compress(s, "su"), squash(s, k=0.5), atol=1e-7)
 
 
-def test_squash_stable_under_half_precision():
-    for dtype in (torch.float16, torch.bfloat16):
-        s = torch.tensor([[0.0] * 8, [1e-4] * 8, [300.0] * 8], dtype=dtype)
-        v = squash(s)
-        assert v.dtype == dtype and torch.isfinite(v).all()
-        assert v[2].float().norm() <= 1.0 + 1e-2
-
-
 # ---------------------------------------------------------------- losses
 def test_margin_loss_by_hand():
     lengths = torch.tensor([[0.95, 0.5, 0.05], [0.2, 0.0, 0.3]])
@@ -325,10 +317,6 @@ def test_capsnet_rejects_bad_input():
         model(torch.zeros(2, 1, 28, 28, dtype=torch.uint8))
     with pytest.raises(TypeError, match="torch.Tensor of images"):
         model.capsules([[0.0]])
-    with pytest.raises(TypeError, match="unknown option"):
-        CapsNet(routingg="su")
-    with pytest.raises(ValueError, match="unknown routing mode"):
-        CapsNet(routing="em")
     with pytest.raises(ValueError, match="too small"):
         CapsNet(image_size=12)
 
