@@ -50,9 +50,10 @@ def _tutorial_vs_fixed() -> Code:
     return Code(m.tutorial_vs_fixed, m.PRESETS)
 
 
-def _two_digits() -> Code:  # its own options: capsedu.experiments.two_digits.cli
+def _two_digits() -> Code:  # its own options: capsedu.experiments.two_digits.cli; no estimate printed
     from capsedu.experiments.two_digits import config, run
-    return Code(run.two_digit_experiment, config.PRESETS, run.estimate_seconds)
+    return Code(lambda config, data=None, **options: run.two_digit_experiment(data, config, **options),
+                config.PRESETS)
 
 
 EXPERIMENTS = {e.command: e for e in (
