@@ -10,7 +10,7 @@ from capsedu.core.layers import DenseCapsules, PrimaryCapsules, RoutedCapsules, 
 from capsedu.core.losses import margin_loss, reconstruction_loss
 from capsedu.core.params import count_parameters
 from capsedu.figures.parameters import parameter_table
-from capsedu.core.routing import dynamic_routing
+from capsedu.core.routing import ROUTING_MODES, dynamic_routing
 from capsedu.core.squashing import NORM_COMPRESSIONS, compress, safe_norm, squash
 from capsedu.data.mnist import load_dataset
 
@@ -145,10 +145,11 @@ def test_losses_reject_bad_input():
 
 
 # ---------------------------------------------------------------- routing
-def test_coupling_coefficients_sum_to_one_and_start_uniform():
+@pytest.mark.parametrize("mode", ROUTING_MODES)
+def test_coupling_coefficients_sum_to_one_and_start_uniform(mode):
     u_hat = torch.randn(4, 30, 5, 8)
-    _, history = dynamic_routing(u_hat, iterations=3, return_history=True)
-    assert len(history) == 3
+    v, history = dynamic_routing(u_hat, iterations=3, mode=mode, return_history=True)
+    assert len(history) == 3 and v.shape == (4, 5, 8)
     for c in history:
         assert c.shape == (4, 30, 5)
         assert (c >= 0).all()

@@ -45,15 +45,6 @@ def test_su_march_differs_from_january_after_the_first_iteration():
     assert not torch.allclose(three["su"], three["su-march"], atol=1e-4)
 
 
-def test_history_rows_sum_to_one_in_every_mode():
-    u_hat = torch.randn(3, 11, 4, 6)
-    for mode in ROUTING_MODES:
-        v, history = dynamic_routing(u_hat, 3, mode, return_history=True)
-        assert len(history) == 3 and v.shape == (3, 4, 6)
-        for c in history:
-            assert c.shape == (3, 11, 4) and torch.allclose(c.sum(dim=2), torch.ones(3, 11))
-
-
 def test_float16_routing_of_a_trained_network_matches_float32():
     """No float32 guard in routing: the shipped network's sums s_j stay four orders of magnitude below 65,504."""
     model, data = load_capsnet("cpu"), load_dataset("mnist", source="sample", verbose=False)
