@@ -80,17 +80,6 @@ def test_a_rerun_skips_the_stored_runs_and_trains_a_missing_one(reference, tmp_p
     assert code == 0 and trained == ["cnn", *robustness.PRESETS["smoke"].models]
 
 
-def test_other_settings_are_one_line_before_training_and_fresh_starts_over(reference, tmp_path, capsys):
-    out = tmp_path / "robustness"
-    shutil.copytree(reference[0], out)
-    before = snapshot(tmp_path)
-    code, _, err = run(capsys, *COMMAND, "--epochs", "3", "--out", str(out))
-    assert code == 1 and len(err) == 1 and "other settings (max_epochs: 2 there, 3 here)" in err[0]
-    assert snapshot(tmp_path) == before
-    code, _, _ = run(capsys, *COMMAND, "--seeds", "0", "--epochs", "1", "--out", str(out), "--fresh", "--device", "cpu")
-    assert code == 0 and sorted(p.name for p in out.iterdir()) == sorted(f"{m}-seed0.json" for m, _ in GRID[:3])
-
-
 @pytest.mark.parametrize("extra, match", [
     (["--shard", "2/2"], "expected K/N"),
     (["--shard", "0/2"], "needs --out"),
