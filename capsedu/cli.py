@@ -87,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
                            "interrupted run (--fresh starts over); options override the preset.")
         if name == "two-digits":  # its own options (capsedu.experiments.two_digits.cli)
             two_digit_arguments(p)
+            p.set_defaults(experiment=name)
         else:
             add_cli_arguments(p, name)
     return parser
@@ -97,9 +98,6 @@ def run(args) -> int:
     if args.command in ("train", "evaluate", "info"):
         from capsedu.experiments import train
         return {"train": train.cmd_train, "evaluate": train.cmd_evaluate, "info": train.cmd_info}[args.command](args)
-    if args.command == "two-digits":
-        from capsedu.experiments.two_digits.cli import cli_main
-        return cli_main(args)
     from capsedu.experiments.shared.arguments import cli_main
     return cli_main(args)
 

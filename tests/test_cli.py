@@ -45,7 +45,6 @@ def trained(tmp_path_factory):
 
 @pytest.mark.parametrize("extra, match", [
     (["--device", "tpu"], "device must be 'auto', 'cpu', 'cuda' or 'mps', got 'tpu'"),
-    (["--device", "meta"], "device must be 'auto', 'cpu', 'cuda' or 'mps', got 'meta'"),
     (["--source", "idx"], r"source='idx' for mnist needs root="),
     (["--source", "idx", "--root", "/nonexistent/idx"], "IDX folder /nonexistent/idx not found"),
     (["--limit", "0"], "expected a positive integer, got '0'"),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 import torch
 
@@ -20,11 +20,11 @@ from capsedu.data.mnist import n_test_digits
 from capsedu.data.transforms import affine_test_set, center_on_canvas, pad_and_shift
 from capsedu.runtime.arguments import MAX_INT, check_config
 from capsedu.experiments.shared import tables, verdicts
-from capsedu.experiments.shared.runs import scored, spread_table, start_experiment, train_epochs
+from capsedu.experiments.shared.runs import scored, start_experiment, train_epochs
 from capsedu.speed.fast import fused_routing
 
 __all__ = ["VARIANTS", "PAPER_TABLE1", "AblationConfig", "PRESETS", "make_variant", "ablation_experiment",
-           "summarise", "STORED", "AFFINE_DELTA", "CLEAN_DELTA", "CLAIMS", "frames"]
+           "STORED", "AFFINE_DELTA", "CLEAN_DELTA", "CLAIMS", "frames"]
 
 # name -> (routing iterations, reconstruction loss, detach_inner)
 VARIANTS = {
@@ -124,7 +124,7 @@ def ablation_experiment(config: AblationConfig, out=None, fresh: bool = False, d
                         command: Optional[str] = None, preset: Optional[str] = None, progress: bool = True,
                         shard=None) -> Dict:
     """Train every variant once per seed (skipping finished ones, unless ``fresh``); test after the last epoch."""
-    _, device, result, data = start_experiment(config, AblationConfig, summarise, out, fresh, device, command,
+    _, device, result, data = start_experiment(config, AblationConfig, out, fresh, device, command,
                                                preset, data, progress, shard)
     sets = _test_sets(data, config, device)
     train = (center_on_canvas(data.x_train[:config.n_train], config.canvas).to(device),
@@ -143,16 +143,6 @@ def ablation_experiment(config: AblationConfig, out=None, fresh: bool = False, d
                     "epochs": records, "clean_error": 100 * (1 - accuracy["clean"]), "affine_acc": accuracy["affine"],
                     "misses": misses}, seconds)
     return result.finish()
-
-
-def summarise(runs: List[Dict], config: AblationConfig) -> Dict:
-    """Mean and std over seeds of each variant's clean test error (%) and affine accuracy."""
-    def head(name, rows):
-        iterations, recon, detach = VARIANTS[name]
-        return {"variant": name, "iterations": iterations, "reconstruction": recon, "detach_inner": detach,
-                "seeds": len(rows), "paper_error": PAPER_TABLE1.get(name)}
-    table = spread_table(runs, "variant", config.variants, ("clean_error", "affine_acc"), head)
-    return {"table": table, "affine_strength": config.affine_strength}
 
 
 def frames(data: Dict) -> Dict:

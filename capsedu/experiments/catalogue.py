@@ -1,29 +1,24 @@
-"""Every stored-run experiment, declared once: its command, its stored folder and its code.
+"""Every stored-run experiment, declared once: its command and its code.
 
-The CLI, ``shared.arguments`` and ``shared.runs.stored_or_preview`` take the names from here. The
-code is imported by ``Experiment.code()``, inside a function, so that ``python -m capsedu --help``
+The CLI and ``shared.arguments`` take the names from here. The code is imported by ``Experiment.code()``, inside a function, so that ``python -m capsedu --help``
 needs no torch; this is the one module that may import every experiment (tests/test_layout.py).
 """
 from __future__ import annotations
 
 from typing import Callable, Dict, NamedTuple, Optional
 
-__all__ = ["Code", "Experiment", "EXPERIMENTS", "by_folder"]
+__all__ = ["Code", "Experiment", "EXPERIMENTS"]
 
 
 class Code(NamedTuple):
-    """An experiment's code: ``run(config, out=, fresh=, device=, ...)``, its config class, its
-    ``summarise(runs, config)``, its presets and, where it has one, ``estimate(config, data, device)``."""
+    """An experiment's code: ``run(config, out=, fresh=, device=, ...)``, its presets and, where it has one, ``estimate(config, data, device)``."""
     run: Callable
-    config: type
-    summarise: Callable
     presets: Dict
     estimate: Optional[Callable] = None
 
 
 class Experiment(NamedTuple):
     command: str             # python -m capsedu <command>
-    folder: str              # results/<folder> (and stored folders named <folder>_*)
     unit: str                # what one run of its grid is
     epochs: str              # the config field that --epochs sets
     about: str               # the command's one-line description
@@ -32,55 +27,47 @@ class Experiment(NamedTuple):
 
 def _robustness() -> Code:
     from capsedu.experiments import robustness as m
-    return Code(m.robustness_experiment, m.RobustnessConfig, m.summarise, m.PRESETS)
+    return Code(m.robustness_experiment, m.PRESETS)
 
 
 def _ablation() -> Code:
     from capsedu.experiments import ablation as m
-    return Code(m.ablation_experiment, m.AblationConfig, m.summarise, m.PRESETS)
+    return Code(m.ablation_experiment, m.PRESETS)
 
 
 def _multimnist() -> Code:
     from capsedu.experiments import multimnist as m
-    return Code(m.multimnist_experiment, m.MultiMNISTConfig, m.summarise, m.PRESETS)
+    return Code(m.multimnist_experiment, m.PRESETS)
 
 
 def _compare_routing() -> Code:
     from capsedu.experiments.compare_routing import run as m
-    return Code(m.compare_routing, m.CompareConfig, m.summarise, m.PRESETS, m.estimate_seconds)
+    return Code(m.compare_routing, m.PRESETS, m.estimate_seconds)
 
 
 def _tutorial_vs_fixed() -> Code:
     from capsedu.experiments import tutorial_vs_fixed as m
-    return Code(m.tutorial_vs_fixed, m.TutorialConfig, m.summarise, m.PRESETS)
+    return Code(m.tutorial_vs_fixed, m.PRESETS)
 
 
-def _two_digits() -> Code:  # its own options: capsedu.experiments.two_digits.cli
+def _two_digits() -> Code:  # its own options: capsedu.experiments.two_digits.cli; no estimate printed
     from capsedu.experiments.two_digits import config, run
-    return Code(run.two_digit_experiment, config.TwoDigitConfig, run.summarise, config.PRESETS,
-                run.estimate_seconds)
+    return Code(lambda config, data=None, **options: run.two_digit_experiment(data, config, **options),
+                config.PRESETS)
 
 
 EXPERIMENTS = {e.command: e for e in (
-    Experiment("two-digits", "two_digits", "model x seed", "epochs",
+    Experiment("two-digits", "model x seed", "epochs",
                "Su's two-digit experiment: train on single digits, test on pairs (chapter 7)", _two_digits),
-    Experiment("robustness", "robustness", "run", "max_epochs", "affine robustness of a CNN and "
+    Experiment("robustness", "run", "max_epochs", "affine robustness of a CNN and "
                "CapsNet matched on clean accuracy (the paper's affNIST test)", _robustness),
-    Experiment("ablation", "ablation", "run", "epochs", "routing iterations x reconstruction loss, "
+    Experiment("ablation", "run", "epochs", "routing iterations x reconstruction loss, "
                "plus detach_inner (the paper's Table 1)", _ablation),
-    Experiment("multimnist", "multimnist", "run", "epochs", "overlapping digits: top-2 accuracy and "
+    Experiment("multimnist", "run", "epochs", "overlapping digits: top-2 accuracy and "
                "segmentation (the paper's MultiMNIST)", _multimnist),
-    Experiment("compare-routing", "compare_routing", "method x seed", "epochs",
+    Experiment("compare-routing", "method x seed", "epochs",
                "dynamic, EM, self-attention and no routing on one budget", _compare_routing),
-    Experiment("tutorial-vs-fixed", "tutorial_vs_fixed", "model x seed", "epochs", "the tutorial "
+    Experiment("tutorial-vs-fixed", "model x seed", "epochs", "the tutorial "
                "code's CapsNet against capsedu's, same data and budget (chapter 11)", _tutorial_vs_fixed),
 )}
 
-
-def by_folder(name: str) -> Experiment:
-    """The experiment whose stored folder ``name`` is, or starts with (``two_digits_long``)."""
-    found = [e for e in EXPERIMENTS.values() if name.startswith(e.folder)]
-    if not found:
-        raise ValueError(f"no experiment stores {name!r}; expected a folder of "
-                         f"{sorted(e.folder for e in EXPERIMENTS.values())}")
-    return found[0]

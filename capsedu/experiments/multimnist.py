@@ -25,13 +25,13 @@ from capsedu.core.squashing import safe_norm
 from capsedu.data.pairs import overlapping_pairs
 from capsedu.runtime.arguments import MAX_INT, check_config
 from capsedu.experiments.shared import tables
-from capsedu.experiments.shared.runs import config_from_settings, spread, start_experiment, train_epochs
+from capsedu.experiments.shared.runs import config_from_settings, start_experiment, train_epochs
 from capsedu.runtime.files import sha256_of
 from capsedu.runtime.results import results_dir
 from capsedu.training.evaluation import count_correct, predict_lengths
 
 __all__ = ["PairCapsNet", "MultiMNISTConfig", "PRESETS", "multimnist_experiment", "load_model",
-           "PAPER_ERROR", "summarise", "STORED", "CLAIMS", "frames"]
+           "PAPER_ERROR", "STORED", "CLAIMS", "frames"]
 
 PAPER_ERROR = 5.2  # Sabour et al. (2017), Table 1: MultiMNIST test error %, 3 iterations with reconstruction
 STORED = "multimnist"
@@ -136,7 +136,7 @@ def multimnist_experiment(config: MultiMNISTConfig, out=None, fresh: bool = Fals
                           return_model: bool = False, shard=None) -> Dict:
     """Train one PairCapsNet per seed (skipping finished seeds, unless ``fresh``); top-2 accuracy after each epoch.
     ``return_model``: also "model", the last one trained, and "test" (the test pairs and targets)."""
-    path, device, result, data = start_experiment(config, MultiMNISTConfig, summarise, out, fresh, device,
+    path, device, result, data = start_experiment(config, MultiMNISTConfig, out, fresh, device,
                                                   command, preset, data, progress, shard)
     todo = [seed for seed, _ in result.todo(config.seeds)]
     x_digits, y_digits = data.x_train[:config.n_train], data.y_train[:config.n_train]
@@ -176,12 +176,6 @@ def multimnist_experiment(config: MultiMNISTConfig, out=None, fresh: bool = Fals
     if return_model:
         output = {**output, "model": model, "test": (test_x, test_t)}
     return output
-
-
-def summarise(runs, config: Optional[MultiMNISTConfig] = None) -> Dict:
-    """Mean and std over seeds of the top-2 error (%), beside the paper's."""
-    mean, std = spread([r["error"] for r in runs])
-    return {"error": mean, "error_std": std, "top2": 1 - mean / 100, "paper_error": PAPER_ERROR, "seeds": len(runs)}
 
 
 def frames(data: Dict) -> Dict:

@@ -1,6 +1,6 @@
 """Experiment 1 of chapter 9, robustness to affine transformations (the paper's affNIST test).
 
-Each model is tested after every epoch; ``summarise`` picks each model's epoch on the validation split
+Each model is tested after every epoch; ``matched_runs`` picks each model's epoch on the validation split
 only, so that all are compared *matched on clean accuracy*. "cnn" is Gu, Tresp & Hu (CVPR 2021)'s
 "enhanced" ConvNet (sigmoid scores, margin loss: it differs from CapsNet in its architecture and in
 having no decoder, so no reconstruction loss); "cnn-ce", the same CNN trained as the paper's
@@ -21,11 +21,11 @@ from capsedu.core.params import count_parameters
 from capsedu.data.transforms import affine_test_set, center_on_canvas, pad_and_shift
 from capsedu.runtime.arguments import MAX_INT, check_config
 from capsedu.experiments.shared import tables, verdicts
-from capsedu.experiments.shared.runs import scored, spread, spread_table, start_experiment, train_epochs
+from capsedu.experiments.shared.runs import scored, start_experiment, train_epochs
 from capsedu.methods.baseline_cnn import BaselineCNN, BaselineConfig
 
 __all__ = ["MODELS", "MODEL_LOSS", "RobustnessConfig", "PRESETS", "make_model", "test_sets",
-           "robustness_experiment", "summarise", "matched_runs", "PAPER_AFFNIST", "STORED", "DELTA", "CLAIMS",
+           "robustness_experiment", "matched_runs", "PAPER_AFFNIST", "STORED", "DELTA", "CLAIMS",
            "frames"]
 
 MODELS = ("cnn", "capsnet", "cnn-ce")  # a new model goes last: the earlier ones' runs keep their order
@@ -70,7 +70,7 @@ class RobustnessConfig:
     recon_weight: float = 0.0005
     source: str = "sample"
     amp: str = "auto"
-    n_failures: int = 8
+    n_failures: int = 8               # chapter 9's figure: failures shown per kind
 
     def __post_init__(self):
         room = (self.canvas - 28) // 2 if isinstance(self.canvas, int) else 0   # digits stay on the canvas
@@ -146,8 +146,8 @@ def _patience_stop(patience: int):
 def robustness_experiment(config: RobustnessConfig, out=None, fresh: bool = False, device="auto",
                           data=None, command: Optional[str] = None, preset: Optional[str] = None,
                           progress: bool = True, shard=None) -> Dict:
-    """Train each model once per seed (skipping those ``out``, the folder of runs, holds), then summarise."""
-    _, device, result, data = start_experiment(config, RobustnessConfig, summarise, out, fresh, device, command,
+    """Train each model once per seed (skipping those ``out``, the folder of runs, holds)."""
+    _, device, result, data = start_experiment(config, RobustnessConfig, out, fresh, device, command,
                                                preset, data, progress, shard)
     sets = test_sets(data, config, device)
     strongest = f"affine@{max(config.strengths):g}"
@@ -170,7 +170,7 @@ def _matched(runs: List[Dict], models, seeds) -> Dict[str, List[Dict]]:
     for seed in seeds:
         per_model = {r["model"]: r for r in runs if r["seed"] == seed and r["model"] in chosen}
         if set(per_model) != set(models):
-            continue  # a seed still running: left out of the summary
+            continue  # a seed still running: left out of the matching
         target = min(max(e["val"] for e in r["epochs"]) for r in per_model.values())
         for m, r in per_model.items():  # max: the first best epoch
             best = max(r["epochs"], key=lambda e: e["val"])
@@ -185,37 +185,6 @@ def matched_runs(result: Dict) -> List[Dict]:
     params = {r["model"]: r["params"] for r in result["runs"]}
     return [{"model": m, "params": params[m], **{k: v for k, v in e.items() if k != "best"}}
             for m in settings["models"] for e in chosen[m]]
-
-
-def summarise(runs: List[Dict], config: RobustnessConfig) -> Dict:
-    """The models matched on clean accuracy (``_matched``): mean and std over seeds; failure examples."""
-    keys = ["val", "clean"] + [f"affine@{s:g}" for s in config.strengths]
-    chosen = _matched(runs, config.models, config.seeds)
-    params = {r["model"]: r["params"] for r in runs}
-
-    def head(m, rows):
-        best = {"best_" + k: spread([r["best"][k] for r in rows])[0] for k in keys}
-        return {"model": m, "loss": MODEL_LOSS[m], "params": params[m], "seeds": len(rows),
-                "epochs": [r["epoch"] for r in rows], **best}
-    rows = [{**e, "model": m} for m in config.models for e in chosen[m]]
-    table = spread_table(rows, "model", config.models, keys, head)
-    return {"table": table, "strengths": list(config.strengths), "failures": _failures(chosen, config)}
-
-
-def _failures(chosen: Dict[str, List[Dict]], config: RobustnessConfig) -> Dict:
-    """For the first seed: test indices (and predictions) that one of two models gets wrong at full
-    strength; the two: "cnn" and "capsnet" where both are trained, else the first two models."""
-    models = config.models
-    pair = ("cnn", "capsnet") if {"cnn", "capsnet"} <= set(models) else models[:2]
-    if len(pair) != 2 or not all(chosen[m] for m in pair):
-        return {}
-    a, b = pair
-    wrong_a, wrong_b = (dict(map(tuple, chosen[m][0]["wrong"])) for m in (a, b))
-    n = config.n_failures
-    return {"strength": max(config.strengths), "seed": chosen[a][0]["seed"],
-            f"{a}_only": [[i, wrong_a[i]] for i in sorted(set(wrong_a) - set(wrong_b))][:n],
-            f"{b}_only": [[i, wrong_b[i]] for i in sorted(set(wrong_b) - set(wrong_a))][:n],
-            "both": [[i, wrong_a[i], wrong_b[i]] for i in sorted(set(wrong_a) & set(wrong_b))][:n]}
 
 
 def frames(data: Dict) -> Dict:

@@ -18,10 +18,10 @@ from capsedu.core.params import count_parameters
 from capsedu.runtime.arguments import check_config
 from capsedu.data.mnist import load_dataset
 from capsedu.experiments.shared import tables, verdicts
-from capsedu.experiments.shared.runs import Tester, spread_table, start_experiment, train_epochs
+from capsedu.experiments.shared.runs import Tester, start_experiment, train_epochs
 from capsedu.methods.tutorial_capsnet import MNIST_MEAN, MNIST_STD, TUTORIAL_TRAINING, TutorialCapsNet, tutorial_loss
 
-__all__ = ["MODELS", "TutorialConfig", "PRESETS", "tutorial_vs_fixed", "summarise", "STORED", "CLAIMS",
+__all__ = ["MODELS", "TutorialConfig", "PRESETS", "tutorial_vs_fixed", "STORED", "CLAIMS",
            "PRINTED", "with_printed", "frames", "batch_claim", "readable"]
 
 MODELS = {"tutorial": "the tutorial code re-created, pitfalls included, trained as it trains",
@@ -117,8 +117,8 @@ def _train_fixed(model, train, sets, config: TutorialConfig, seed: int, device, 
 def tutorial_vs_fixed(config: TutorialConfig, out=None, fresh: bool = False, device="auto", data=None,
                       command: Optional[str] = None, preset: Optional[str] = None, progress: bool = True,
                       shard=None) -> Dict:
-    """Train each model once per seed (skipping those ``out`` holds, unless ``fresh``); summarise."""
-    _, device, result, data = start_experiment(config, TutorialConfig, summarise, out, fresh, device, command,
+    """Train each model once per seed (skipping those ``out`` holds, unless ``fresh``)."""
+    _, device, result, data = start_experiment(config, TutorialConfig, out, fresh, device, command,
                                                preset, data, progress, shard)
     x_test, y_test = data.x_test[:config.n_test].to(device), data.y_test[:config.n_test].to(device)
     train = data.x_train[:config.n_train].to(device), data.y_train[:config.n_train].to(device)
@@ -131,13 +131,6 @@ def tutorial_vs_fixed(config: TutorialConfig, out=None, fresh: bool = False, dev
         result.add({"model": name, "seed": seed, "params": count_parameters(model), "seconds": round(seconds, 2),
                     "test": records[-1]["test"], "misses": {"test": missed}, **extra, "epochs": records}, seconds)
     return result.finish()
-
-
-def summarise(runs: List[Dict], config: TutorialConfig) -> Dict:
-    """One row per model: parameters, seeds, and (mean, std) over seeds of the final test accuracy."""
-    def head(name, mine):
-        return {"model": name, "about": MODELS[name], "params": mine[0]["params"], "seeds": len(mine)}
-    return {"table": spread_table(runs, "model", config.models, ("test",), head)}
 
 
 STORED = "tutorial_vs_fixed"

@@ -84,8 +84,7 @@ def stored_run(name: str) -> Optional[Dict]:
 def stored_or_preview(name: str, check=None):
     """(the stored run ``name``, None), or (None, the one line a chapter prints before it shows its
     live preview instead, labelled as such). ``check(data)`` may raise (KeyError, IndexError,
-    TypeError, ValueError) when the file lacks what the chapter reads; that too is a fallback; it may
-    also add to ``data`` (``capsedu.experiments.shared.runs.stored_or_preview`` adds the summary)."""
+    TypeError, ValueError) when the file lacks what the chapter reads; that too is a fallback."""
     where = f"results/{name}"
     try:
         data = stored_run(name)
@@ -98,8 +97,6 @@ def stored_or_preview(name: str, check=None):
     if check is not None:
         try:
             check(data)
-        except StoredRunError as err:  # a run file that lacks what the chapter reads, named
-            return None, f"{err}; showing the live preview instead (not the stored run)"
         except (KeyError, IndexError, TypeError, ValueError, AttributeError) as err:
             what = " ".join(f"{type(err).__name__}: {err}".split())[:160]
             return None, (f"stored run {where} lacks what this chapter reads ({what}); "

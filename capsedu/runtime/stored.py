@@ -12,7 +12,8 @@ checkable:
 
 ``check_schema`` checks the header's and the record's keys and types: the record's name
 (``model``, ``method`` or ``variant``) is a str, its ``seed`` an int >= 0 (a folder holds each
-(name, seed) once: its file is named after it, ``run_files``). ``read_stored(path)`` -> the data,
+(name, seed) once: its file is named after it, ``run_files``, and holds every field the folder's
+other runs of its name hold). ``read_stored(path)`` -> the data,
 or one ``StoredRunError`` line naming the file and what is wrong. ``seal(data)`` adds the two keys;
 ``write_stored`` writes a sealed copy atomically.
 
@@ -203,7 +204,23 @@ def run_files(folder: Path, resuming: bool = False, expected: Optional[Dict] = N
                                  "or use another --out")
             raise StoredRunError(path, f"{what} than the other runs of its folder")
         found.append((path.stem, data))
+    _check_fields(Path(folder), found)
     return found
+
+
+def _check_fields(folder: Path, found) -> None:
+    """A run lacking a field that another run of its name holds (a hand-edited or older file): one
+    ``StoredRunError`` naming its file and the field, before it is resumed from or read."""
+    def name(data):
+        return next((data["run"][k] for k in NAME_KEYS if k in data["run"]), None)
+    fields = {}
+    for _, data in found:
+        fields.setdefault(name(data), set()).update(data["run"])
+    for stem, data in found:
+        missing = sorted(fields[name(data)] - set(data["run"]))
+        if missing:
+            raise StoredRunError(folder / f"{stem}.json", f"its run has no {missing[0]!r}, which the other runs of "
+                                 "its name hold; move the file away to train that run again, or pass --fresh")
 
 
 def read_runs(folder) -> Optional[Dict]:

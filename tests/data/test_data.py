@@ -1,4 +1,5 @@
-"""Tests for capsedu.data.mnist: loading (sample, torchvision offline, IDX), shifts, composites."""
+"""Tests for capsedu.data.mnist: loading (sample, torchvision offline, IDX), bad data files and arguments
+(each one DataError or ValueError line naming what was expected), shifts, composites."""
 import gzip
 import struct
 import urllib.error
@@ -12,7 +13,7 @@ import torch
 import capsedu
 from capsedu import data
 from capsedu.data import mnist
-from capsedu.data.mnist import DataError, DownloadError, load_dataset, read_idx
+from capsedu.data.mnist import IDX_FILES, DataError, DownloadError, load_dataset, read_idx
 
 ASSET = Path(capsedu.__file__).with_name("assets") / "mnist10k.npz"
 
@@ -178,6 +179,55 @@ def test_corrupt_idx_raises_clear_errors(tmp_path):
     (tmp_path / "cut.gz").write_bytes(gzip.compress(good)[:-20])
     with pytest.raises(DataError, match="cannot read"):
         read_idx(tmp_path / "cut.gz")
+
+
+def small_idx_folder(path, **replace):
+    """Four small IDX files (5 train and 3 test digits), any of them replaced."""
+    rng = np.random.default_rng(0)
+    arrays = {"train_x": rng.integers(0, 256, (5, 28, 28), dtype=np.uint8), "train_y": np.arange(5, dtype=np.uint8),
+              "test_x": rng.integers(0, 256, (3, 28, 28), dtype=np.uint8), "test_y": np.arange(3, dtype=np.uint8),
+              **replace}
+    path.mkdir()
+    codes = {np.dtype("uint8"): 0x08, np.dtype("int32"): 0x0C, np.dtype("float32"): 0x0D}
+    for name, a in zip(IDX_FILES, arrays.values()):
+        write_idx(path / name, a, codes[a.dtype])
+    return path
+
+
+@pytest.mark.parametrize("replace, match", [
+    (dict(train_x=np.zeros((0, 28, 28), np.uint8), train_y=np.zeros(0, np.uint8)),
+     "train images in .* hold no images; expected at least one 28x28 image"),
+    (dict(test_y=np.array([0, -1, 2], np.int32)), "t10k labels in .* range from -1 to 2, expected values 0-9"),
+    (dict(train_y=np.array([0, 1, 2, 3, 10], np.uint8)), "train labels in .* range from 0 to 10, expected values 0-9"),
+    (dict(train_y=np.arange(5, dtype=np.float32)), "train labels in .* are float32 .* expected 5 integer labels"),
+    (dict(test_y=np.arange(2, dtype=np.uint8)), r"t10k labels in .* expected 3 integer labels \(one per image\)"),
+    (dict(test_x=np.zeros((3, 32, 32), np.uint8)), r"t10k images in .* expected uint8 \(N, 28, 28\)"),
+])
+def test_bad_idx_folders_are_named(tmp_path, replace, match):
+    folder = small_idx_folder(tmp_path / "bad", **replace)
+    with pytest.raises(DataError, match=match) as err:
+        load_dataset("mnist", "idx", root=folder, verbose=False)
+    assert "\n" not in str(err.value) and str(folder) in str(err.value)
+
+
+def test_a_sample_that_fails_its_checksum_is_reported_and_refused(monkeypatch):
+    assert mnist.sample_ok()
+    monkeypatch.setattr(mnist, "SAMPLE_SHA256", "0" * 64)
+    assert not mnist.sample_ok()
+    with pytest.raises(DataError, match="corrupt: sha256 [0-9a-f]{64}, expected 0{64}"):
+        load_dataset("mnist", "sample", verbose=False)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(name="kmnist"), "unknown dataset name 'kmnist'"),
+    (dict(source="web"), "unknown source 'web'"),
+    (dict(name="fashion-mnist", source="sample"), "holds MNIST only"),
+    (dict(source="idx"), "needs root="),
+    (dict(device="meta"), "device must be 'auto', 'cpu', 'cuda' or 'mps', got 'meta'"),
+])
+def test_bad_load_arguments(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        load_dataset(**{"verbose": False, **kwargs})
 
 
 def test_idx_folder_problems(tmp_path, npz):

@@ -26,14 +26,12 @@ def test_every_mode_has_a_row():
     assert tuple(r[0] for r in capsedu.MODE_TABLE) == capsedu.MODES
 
 
-@pytest.mark.parametrize("cuda, expected", [(True, "gpu"), (False, "quick")])
-def test_unset_row_matches_current_mode(monkeypatch, cuda, expected):
+@pytest.mark.parametrize("cuda, apple, expected", [(True, False, "gpu"), (False, True, "gpu"), (False, False, "quick")])
+def test_unset_row_matches_current_mode(monkeypatch, cuda, apple, expected):
     torch = pytest.importorskip("torch")
     monkeypatch.delenv("CAPSEDU_MODE", raising=False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
-    mps = getattr(torch.backends, "mps", None)
-    if mps is not None:
-        monkeypatch.setattr(mps, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: apple)
     assert capsedu.current_mode() == expected
     said = re.findall(r"`(\w+)`", capsedu.MODE_UNSET)        # ["gpu", "quick"]: with a device, else
-    assert said[0 if cuda else 1] == expected
+    assert said[0 if cuda or apple else 1] == expected

@@ -264,11 +264,11 @@ def test_compare_routing_end_to_end(compared):
     stored = read_runs(out)
     assert [r["method"] for r in stored["runs"]] == list(METHODS) and stored["runs"] == result["runs"]
     assert {"command", "date", "hardware", "torch", "settings", "seconds"} <= set(stored)
-    params = {r["method"]: r["params"] for r in result["summary"]["table"]}
+    params = {r["method"]: r["params"] for r in result["runs"]}
     assert params["attention"] == 161_824 and params["dynamic"] == params["none"]
-    for row in result["summary"]["table"]:
+    for row in result["runs"]:
         assert 0 <= row["test"] <= 1 and 0 <= row["affine"] <= 1
-        assert row["routing_fwd_bwd_ms"] > 0 and row["epoch_seconds"] > 0 and row["test_std"] is None
+        assert row["routing_fwd_bwd_ms"] > 0 and min(row["epoch_seconds"]) > 0
     assert set(result["models"]) == set(METHODS)
 
 
@@ -372,7 +372,7 @@ def test_compare_routing_cli_prints_the_json(tmp_path, capsys, monkeypatch):
 
     def fake(config, out=None, **kwargs):
         seen.update(config=config, out=out, **kwargs)
-        return {"summary": {"table": []}, "settings": {"epochs": config.epochs}, "runs": []}
+        return {"settings": {"epochs": config.epochs}, "runs": []}
     monkeypatch.setattr(cr, "compare_routing", fake)
     monkeypatch.setattr(cr, "estimate_seconds", lambda *a, **k: {"em": 1.0})
     assert main(["compare-routing", "--preset", "smoke", "--out", str(tmp_path), "--seeds", "3", "4",

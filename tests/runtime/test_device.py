@@ -155,15 +155,6 @@ def test_modes_and_by_mode(monkeypatch):
         capsedu.current_mode()
 
 
-def test_unset_mode_is_gpu_where_a_gpu_is_present(monkeypatch):
-    monkeypatch.delenv("CAPSEDU_MODE", raising=False)
-    mps = torch.backends.mps
-    for cuda, apple, expected in ((False, False, "quick"), (True, False, "gpu"), (False, True, "gpu")):
-        monkeypatch.setattr(torch.cuda, "is_available", lambda cuda=cuda: cuda)
-        monkeypatch.setattr(mps, "is_available", lambda apple=apple: apple)
-        assert capsedu.current_mode() == expected
-
-
 # ---------------------------------------------------------------- the estimates printed before long cells
 def test_fit_estimate_is_a_timed_step_times_the_run(monkeypatch):
     from capsedu.speed import bench

@@ -46,7 +46,7 @@ import capsedu.experiments.multimnist as m
 def training(*args, **kwargs):   # holds the folder until the parent says so
     print("training", file=sys.__stdout__, flush=True)  # the command sends stdout to stderr
     sys.stdin.readline()
-    return {"runs": [], "summary": None}
+    return {"runs": []}
 m.multimnist_experiment = training
 sys.exit(cli.main(sys.argv[1:]))
 """
@@ -121,13 +121,13 @@ def test_a_run_file_holding_another_runs_record_is_named(stored_x):
 
 
 def test_a_stored_run_missing_a_field_is_one_line_naming_file_and_field_before_training(tmp_path, capsys):
-    assert run(capsys, *SMOKE, "--seeds", "0", "--out", str(tmp_path))[0] == 0
+    assert run(capsys, *SMOKE, "--seeds", "0", "1", "--out", str(tmp_path))[0] == 0
     data = read_stored(tmp_path / "seed0.json")
     del data["run"]["error"]
     write_stored(data, tmp_path / "seed0.json")            # sealed again: only the missing field is wrong
-    code, _, err = run(capsys, *SMOKE, "--seeds", "0", "1", "--out", str(tmp_path))
+    code, _, err = run(capsys, *SMOKE, "--seeds", "0", "1", "2", "--out", str(tmp_path))
     assert code == 1 and len(err) == 1 and "seed0.json" in err[0] and "'error'" in err[0], err
-    assert not (tmp_path / "seed1.json").exists()
+    assert not (tmp_path / "seed2.json").exists()
 
 
 def test_a_folder_removed_while_training_still_gets_its_run(tmp_path, capsys, monkeypatch):
@@ -172,14 +172,13 @@ def test_a_kill_between_multimnist_weights_and_its_run_file_resumes_without_fres
 
 
 def test_the_chapters_reader_names_a_stored_run_file_that_lacks_a_field(tmp_path, capsys, monkeypatch):
-    from capsedu.experiments.shared.runs import stored_or_preview
     monkeypatch.setattr(results, "results_dir", lambda: tmp_path)
     assert run(capsys, *SMOKE, "--seeds", "0", "1", "--out", str(tmp_path / "multimnist"))[0] == 0
-    assert stored_or_preview("multimnist")[1] is None
+    assert results.stored_or_preview("multimnist")[1] is None
     data = read_stored(tmp_path / "multimnist" / "seed1.json")
     del data["run"]["error"]
     write_stored(data, tmp_path / "multimnist" / "seed1.json")
-    data, note = stored_or_preview("multimnist")
+    data, note = results.stored_or_preview("multimnist")
     assert data is None and len(note.splitlines()) == 1 and "live preview" in note, note
     assert str(tmp_path / "multimnist" / "seed1.json") in note and "'error'" in note, note
 

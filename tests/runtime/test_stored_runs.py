@@ -19,8 +19,7 @@ from cli_helpers import run, snapshot
 
 from capsedu import cli
 from capsedu.experiments import multimnist
-from capsedu.experiments.shared.runs import RunFolder, stored_or_preview
-from capsedu.experiments.two_digits.config import MODELS
+from capsedu.experiments.shared.runs import RunFolder
 from capsedu.runtime import results
 from capsedu.runtime.files import write_atomic
 from capsedu.runtime.lock import LockError, OutputLock
@@ -110,7 +109,7 @@ def results_here(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("how", DAMAGES)
 def test_a_damaged_file_is_one_line_naming_it_on_resume_and_the_chapters_fall_back(results_here, how):
-    write_stored(stored(run={"model": "cnn", "seed": 1}), results_here / "x" / "cnn-seed1.json")
+    write_stored(stored(run={"model": "cnn", "seed": 1, "acc": 0.5}), results_here / "x" / "cnn-seed1.json")
     path = results_here / "x" / "cnn-seed0.json"
     _damage(path, how)
     for read in (lambda: RunFolder(results_here / "x", {**HEADER}), lambda: results.stored_run("x")):
@@ -131,7 +130,7 @@ def test_stored_run_none_only_when_absent_and_the_helper_checks_what_the_chapter
                  results_here / "x" / "cnn-seed1.json")
     assert "other settings (epochs: 2 there, 1 here)" in results.stored_or_preview("x")[1]   # a mixed folder
     (results_here / "x" / "cnn-seed1.json").unlink()
-    data, note = results.stored_or_preview("x", check=lambda d: d["summary"]["table"][0])
+    data, note = results.stored_or_preview("x", check=lambda d: d["runs"][0]["loss"])
     assert data is None and "lacks what this chapter reads" in note and "KeyError" in note
     data, note = results.stored_or_preview("x", check=lambda d: d["runs"][0]["acc"] + 1)
     assert note is None and data["runs"][0]["acc"] == 0.5
@@ -143,7 +142,7 @@ STORED = ["ablation", "robustness", "multimnist", "compare_routing", "tutorial_v
 
 @pytest.mark.parametrize("name", STORED)
 def test_every_stored_run_is_sealed_and_equals_the_file_it_was_migrated_from(name):
-    data, note = stored_or_preview(name)                  # every file sealed, one settings, summary recomputed
+    data, note = results.stored_or_preview(name)          # every file sealed, one settings
     assert note is None and data["runs"]
     try:
         text = subprocess.run(["git", "show", f"{MIGRATED_FROM}:results/{name}.json"], cwd=ROOT, capture_output=True,
@@ -152,14 +151,13 @@ def test_every_stored_run_is_sealed_and_equals_the_file_it_was_migrated_from(nam
         pytest.skip(f"no git history with {MIGRATED_FROM} here (an installed package, a shallow clone)")
     old = json.loads(text)
     if "config" in old:                                   # two-digits' keys until 2026-12-03
-        old["settings"], old["summary"] = old.pop("config"), old.pop("table")
+        old["settings"] = old.pop("config")
     if name == "two_digits_r1":                           # the control's own head name since 2026-12-03
         old = json.loads(json.dumps(old).replace('"capsule-su"', '"capsule-su-r1"').replace(
             "--models capsule-su ", "--models capsule-su-r1 "))
-        old["summary"] = [{**row, "head": MODELS[row["model"]]} for row in old["summary"]]
-    assert data["runs"] == old["runs"] and json.loads(json.dumps(data["summary"])) == old["summary"]
-    header = {k: v for k, v in old.items() if k not in ("runs", "format", "checksum", "summary", "seconds", "written",
-                                                         "started", "resumed", "shards")}
+    assert data["runs"] == old["runs"]
+    header = {k: v for k, v in old.items() if k not in ("runs", "format", "checksum", "summary", "table", "seconds",
+                                                         "written", "started", "resumed", "shards")}
     assert {k: data[k] for k in header} == header
     assert data["migrated_from"]["checksum"] == old["checksum"] and data["migrated_from"]["seconds"] == old["seconds"]
 
@@ -249,13 +247,12 @@ def test_every_number_has_bounds_and_the_message_says_them(capsys, argv, allowed
     (["--out", "/proc/r"], "/proc/r is not writable"),
     (["--out", "{tmp}", "--device", "bogus"], "device must be 'auto', 'cpu', 'cuda' or 'mps', got 'bogus'"),
 ])
-@pytest.mark.parametrize("command", ["multimnist", "two-digits"])
-def test_bad_out_and_flags_are_one_line_and_create_nothing(tmp_path, capsys, command, extra, match):
+def test_bad_out_and_flags_are_one_line_and_create_nothing(tmp_path, capsys, extra, match):
     extra = [e.replace("{tmp}", str(tmp_path)) for e in extra]
     match = match.replace("{tmp}", str(tmp_path))
     (tmp_path / "file").write_text("the user's")
     before = snapshot(tmp_path)
-    code, _, err = run(capsys, command, "--preset", "smoke", "--no-progress", *extra)
+    code, _, err = run(capsys, "multimnist", "--preset", "smoke", "--no-progress", *extra)   # as every experiment
     assert code == 1 and len(err) == 1 and match in err[0] and ".tmp" not in err[0], err
     assert snapshot(tmp_path) == before
 

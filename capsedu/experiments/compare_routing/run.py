@@ -5,7 +5,7 @@ has its routing step timed alone (forward, forward + backward).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, Optional, Tuple
 
 import torch
 
@@ -15,7 +15,7 @@ from capsedu.core.params import count_parameters
 from capsedu.core.routing import dynamic_routing
 from capsedu.data.transforms import affine_test_set
 from capsedu.runtime.arguments import check_config
-from capsedu.experiments.shared.runs import Tester, spread_table, start_experiment, train_epochs
+from capsedu.experiments.shared.runs import Tester, start_experiment, train_epochs
 from capsedu.methods.attention import self_attention_routing
 from capsedu.methods.catalogue import LOSS, METHODS
 from capsedu.methods.efficient_capsnet import EfficientCapsNet
@@ -23,7 +23,7 @@ from capsedu.methods.matrix_capsnet import MatrixCapsNet, MatrixCapsNetConfig
 from capsedu.speed.bench import estimate_fit_seconds, median_seconds
 
 __all__ = ["EM_SPREAD_CONFIG", "CompareConfig", "PRESETS", "make_model",
-           "routing_step", "estimate_seconds", "compare_routing", "summarise"]
+           "routing_step", "estimate_seconds", "compare_routing"]
 
 # EM's fair control: matrix capsules (B = C = 8 types, one 3x3 stride-2 layer: 8x8 -> 3x3) on the
 # conv stack of the dynamic-routing network (A = 128 channels), 287,084 parameters (dynamic: 279,488;
@@ -155,9 +155,9 @@ def test_sets(data, config: CompareConfig, device) -> Dict[str, Tuple[torch.Tens
 def compare_routing(config: CompareConfig, out=None, fresh: bool = False, device="auto", data=None,
                     command: Optional[str] = None, preset: Optional[str] = None, progress: bool = True,
                     return_models: bool = False, shard=None) -> Dict:
-    """Train each method once per seed (skipping those ``out`` holds, unless ``fresh``); summarise.
+    """Train each method once per seed (skipping those ``out`` holds, unless ``fresh``).
     ``return_models``: also "models", {method: its model trained with the first seed}."""
-    _, device, result, data = start_experiment(config, CompareConfig, summarise, out, fresh, device, command,
+    _, device, result, data = start_experiment(config, CompareConfig, out, fresh, device, command,
                                                preset, data, progress, shard)
     sets = test_sets(data, config, device)
     train = data.x_train[:config.n_train].to(device), data.y_train[:config.n_train].to(device)
@@ -182,15 +182,3 @@ def compare_routing(config: CompareConfig, out=None, fresh: bool = False, device
     output = result.finish()
     return {**output, "models": models} if return_models else output
 
-
-FIELDS = ("test", "affine", "epoch_seconds", "routing_fwd_ms", "routing_fwd_bwd_ms")
-
-
-def summarise(runs: List[Dict], config: CompareConfig) -> Dict:
-    """One row per method: parameters and (mean, std) over seeds of each of ``FIELDS``."""
-    def head(name, mine):
-        return {"method": name, "about": METHODS[name], "params": mine[0]["params"], "seeds": len(mine)}
-
-    def value(r, f):
-        return sum(r[f]) / len(r[f]) if f == "epoch_seconds" else r[f]
-    return {"table": spread_table(runs, "method", config.methods, FIELDS, head, value)}

@@ -20,6 +20,10 @@ from capsedu.runtime.arguments import epochs_int, seed_int, threads_int
 __all__ = ["add_fresh_argument", "add_run_arguments", "add_cli_arguments",
            "choose_shard", "run_command", "cli_main"]
 
+# options that override a config field of another name (two-digits')
+RENAMED = {"limit": "n_train", "test_limit": "n_test", "pairs": "n_pairs"}
+
+
 def add_fresh_argument(parser: argparse.ArgumentParser) -> None:
     """``--fresh``, the one flag of the resume rule (every command that writes a stored run has it)."""
     parser.add_argument("--fresh", action="store_true", help="start over: remove the runs --out already holds "
@@ -128,7 +132,7 @@ def _launch(args) -> None:
             signal.signal(number, handler)
 
 
-def run_command(args, config, preset: str, run, command_name: str, indent: int = 1) -> int:
+def run_command(args, config, preset: str, run, command_name: str) -> int:
     """Check ``--out`` and its runs, take this process's share, ``run(out=, fresh=, device=, command=, preset=,
     progress=, shard=)`` and print the result as JSON (stdout carries it alone)."""
     import json
@@ -159,14 +163,16 @@ def run_command(args, config, preset: str, run, command_name: str, indent: int =
         print(f"capsedu {command_name}: share {shard.index}/{shard.count} of the grid is done; its runs are in {out}",
               file=sys.stderr)
     if shard is None:
-        print(json.dumps(result, indent=indent))
+        print(json.dumps(result, indent=1))
         if out is not None:
             print(f"capsedu {command_name}: {len(result['runs'])} runs in {out}", file=sys.stderr)
     return 0
 
 
 def cli_main(args) -> int:
-    """Run the experiment ``args.experiment``; a module with ``estimate_seconds`` gets its estimate printed."""
+    """Run the experiment ``args.experiment``: its preset, every option that names one of its config's
+    fields overriding that field (``--epochs``: the field its ``Experiment`` names; ``RENAMED``); where
+    the experiment has an estimate, it is printed first."""
     import dataclasses
 
     experiment = EXPERIMENTS[args.experiment]
@@ -174,18 +180,18 @@ def cli_main(args) -> int:
     preset = args.preset or current_mode()
     if preset not in code.presets:
         raise ValueError(f"no preset {preset!r} for {args.experiment}; expected one of {tuple(code.presets)}")
-    changes = {}
-    if args.seeds is not None:
-        if len(set(args.seeds)) != len(args.seeds):
-            raise ValueError(f"--seeds must be distinct, got {' '.join(map(str, args.seeds))}")
-        changes["seeds"] = tuple(args.seeds)
-    if args.epochs is not None:
-        changes[epochs_field] = args.epochs
+    if args.seeds is not None and len(set(args.seeds)) != len(args.seeds):
+        raise ValueError(f"--seeds must be distinct, got {' '.join(map(str, args.seeds))}")
+    renamed = {**RENAMED, "epochs": epochs_field}
+    known = {f.name for f in dataclasses.fields(code.presets[preset])}
+    changes = {renamed.get(k, k): tuple(v) if isinstance(v, list) else v for k, v in vars(args).items()
+               if renamed.get(k, k) in known and v is not None}
     config = dataclasses.replace(code.presets[preset], **changes)
 
     def run(**options):
         from capsedu.data.mnist import load_dataset
-        data = load_dataset("mnist", config.source, device="cpu", verbose=options["progress"])
+        data = load_dataset("mnist", config.source, device="cpu", root=getattr(args, "root", None),
+                            verbose=options["progress"])
         if code.estimate is not None and options["progress"] and not args.devices:
             from capsedu.speed.bench import about
             seconds = code.estimate(config, data, options["device"])

@@ -1,17 +1,17 @@
-"""What every stored-run experiment shares: its folder of runs with the resume rule, training epoch by epoch, summaries.
+"""What every stored-run experiment shares: its folder of runs with the resume rule, training epoch by epoch.
 
 An experiment is a grid of (name, seed) runs. Each finished run is one sealed JSON file
 (``capsedu.runtime.stored``), ``<name>-seed<k>.json`` (``seed<k>.json`` for a grid of one model),
 written atomically by the process that trained it: nothing is merged and no two processes write
 one file, so the grid can be split any way (``Shard``). ``RunFolder`` is the resume rule: a run
 stored with the same settings is skipped, other settings are a one-line error, ``fresh`` clears.
+The runs are read back and summarised as tables (``capsedu.experiments.shared.tables``).
 """
 from __future__ import annotations
 
 import contextlib
 import json
 import os
-import statistics
 import tempfile
 import time
 from dataclasses import asdict
@@ -26,12 +26,12 @@ from capsedu.data.mnist import load_dataset
 from capsedu.runtime import results
 from capsedu.runtime.device import resolve_device
 from capsedu.runtime.files import interrupted
-from capsedu.runtime.stored import NAME_KEYS, RUN_FILE, StoredRunError, run_files, run_settings, run_stem, write_stored
+from capsedu.runtime.stored import RUN_FILE, StoredRunError, run_files, run_settings, run_stem, write_stored
 from capsedu.training.evaluation import float_targets, predict_lengths
 from capsedu.training.loop import epoch_record, start_run, train_epoch
 
 __all__ = ["settings", "Shard", "run_folder", "clear_runs", "start_experiment", "RunFolder", "config_from_settings",
-           "stored_or_preview", "spread", "spread_table", "scored", "Tester", "train_epochs"]
+           "scored", "Tester", "train_epochs"]
 
 def settings(config) -> Dict:
     """A config dataclass as JSON-friendly settings (tuples become lists)."""
@@ -77,10 +77,9 @@ def clear_runs(folder: Path) -> None:
         path.unlink()
 
 
-def start_experiment(config, kind: type, summarise: Callable, out, fresh: bool, device, command: Optional[str],
+def start_experiment(config, kind: type, out, fresh: bool, device, command: Optional[str],
                      preset: Optional[str], data=None, progress: bool = True, shard: Optional[Shard] = None):
-    """(folder or None, device, ``RunFolder``, data), ``out`` and its runs checked before any training; the
-    summary is ``summarise(runs, config)``."""
+    """(folder or None, device, ``RunFolder``, data), ``out`` and its runs checked before any training."""
     if not isinstance(config, kind):
         article = "an" if kind.__name__[0] in "AEIOU" else "a"
         raise TypeError(f"config must be {article} {kind.__name__}, got {type(config).__name__}")
@@ -88,21 +87,10 @@ def start_experiment(config, kind: type, summarise: Callable, out, fresh: bool, 
     device = resolve_device(device)
     header = {**results.provenance(command, str(device)), "device": str(device), "preset": preset,
               "settings": settings(config)}
-    runs = RunFolder(folder, header, fresh, lambda done: summarise(done, config), shard)
+    runs = RunFolder(folder, header, fresh, shard)
     if data is None:
         data = load_dataset("mnist", config.source, device="cpu", verbose=progress)
     return folder, device, runs, data
-
-
-def lacking(err: KeyError, runs: List[Dict], folder: Optional[Path]) -> Exception:
-    """What to raise when a summary of ``runs`` (stored in ``folder``) met ``err``: a ``StoredRunError`` naming
-    the first run file that lacks the key, else ``err`` itself."""
-    run = next((r for r in runs if err.args and err.args[0] not in r), None)
-    if run is None or folder is None:
-        return err
-    stem = run_stem(run.get("seed"), next((run[k] for k in NAME_KEYS if k in run), None))
-    return StoredRunError(folder / f"{stem}.json", f"its run has no {err.args[0]!r}, which the summary reads; move "
-                          "the file away to train that run again, or pass --fresh")
 
 
 class RunFolder:
@@ -111,13 +99,11 @@ class RunFolder:
 
     stem = staticmethod(run_stem)
 
-    def __init__(self, folder: Optional[Path], header: Dict, fresh: bool = False,
-                 summarise: Optional[Callable[[List[Dict]], object]] = None, shard: Optional[Shard] = None):
-        self.folder, self.header, self.summarise, self.shard = folder, header, summarise, shard
+    def __init__(self, folder: Optional[Path], header: Dict, fresh: bool = False, shard: Optional[Shard] = None):
+        self.folder, self.header, self.shard = folder, header, shard
         self.done: Dict[str, Dict] = {}   # stem -> the run's record
         self.seconds: Dict[str, float] = {}
         self.grid, self.key = [], "model"
-        self._summary = (None, None)  # (the stems it summarises, the summary)
         if folder is None:
             return
         if fresh:
@@ -127,19 +113,6 @@ class RunFolder:
                 raise StoredRunError(folder / f"{stem}.json", "fails its checksum: it changed after it was written; "
                                      "move it away to train that run again, or pass --fresh")
             self.done[stem], self.seconds[stem] = data["run"], data.get("seconds", 0.0)
-        self.summary()  # a stored run lacking a field: one line now, not a traceback after training
-
-    def summary(self):
-        """``summarise`` of the finished runs, made once until the runs or their order change; a
-        stored one that lacks a field it reads: one line naming both."""
-        stems = self.stems()
-        if self._summary[0] != stems:
-            runs = [self.done[stem] for stem in stems]
-            try:
-                self._summary = stems, self.summarise(runs) if self.summarise is not None and runs else None
-            except KeyError as err:
-                raise lacking(err, runs, self.folder) from None
-        return self._summary[1]
 
     def stems(self) -> List[str]:
         """The finished runs, in the grid's order (before ``todo``: as found)."""
@@ -170,10 +143,10 @@ class RunFolder:
             raise KeyboardInterrupt
 
     def finish(self) -> Dict:
-        """The experiment so far: the header, the grid's finished runs in order, their seconds, the summary."""
+        """The experiment so far: the header, the grid's finished runs in order, their seconds."""
         stems = self.stems()
         return {**self.header, "runs": [self.done[stem] for stem in stems],
-                "seconds": round(sum(self.seconds[stem] for stem in stems), 2), "summary": self.summary()}
+                "seconds": round(sum(self.seconds[stem] for stem in stems), 2)}
 
 
 def _tuples(value):
@@ -183,45 +156,6 @@ def _tuples(value):
 def config_from_settings(kind: type, stored: Dict):
     """The config dataclass ``kind`` of stored settings (their JSON lists back to tuples)."""
     return kind(**{k: _tuples(v) for k, v in stored.items()})
-
-
-def stored_or_preview(name: str, check: Optional[Callable[[Dict], object]] = None):
-    """``capsedu.runtime.results.stored_or_preview`` of ``results/<name>``, with its experiment's summary of the
-    stored runs ("summary") added before ``check(data)``."""
-    from capsedu.experiments.catalogue import by_folder
-    code = by_folder(name).code()
-
-    def summarised(data):
-        config = config_from_settings(code.config, data["settings"])
-        try:
-            data["summary"] = code.summarise(data["runs"], config)
-        except KeyError as err:
-            raise lacking(err, data["runs"], results.results_dir() / name) from None
-        if check is not None:
-            check(data)
-    return results.stored_or_preview(name, summarised)
-
-
-def spread(values: List[float]) -> Tuple[float, Optional[float]]:
-    """(mean, sample std) of a list; the std is None for a single value."""
-    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else None)
-
-
-def spread_table(runs: List[Dict], key: str, names: Sequence[str], fields: Sequence[str],
-                 head: Callable[[str, List[Dict]], Dict],
-                 value: Callable[[Dict, str], float] = lambda r, f: r[f]) -> List[Dict]:
-    """One row per name of ``names`` that has runs (``r[key] == name``): ``head(name, its runs)``, then
-    for each field ``f`` the mean (``f``) and sample std (``f + "_std"``) of ``value(run, f)``."""
-    table = []
-    for name in names:
-        mine = [r for r in runs if r[key] == name]
-        if not mine:
-            continue
-        row = head(name, mine)
-        for f in fields:
-            row[f], row[f + "_std"] = spread([value(r, f) for r in mine])
-        table.append(row)
-    return table
 
 
 def scored(model, sets: Dict[str, Tuple[torch.Tensor, torch.Tensor]]):

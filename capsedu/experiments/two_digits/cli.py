@@ -1,19 +1,14 @@
-"""``python -m capsedu two-digits``: chapter 7's experiment from the command line, run as every experiment
-is (``capsedu.experiments.shared.arguments.run_command``); no torch is imported, so ``--help`` is instant."""
+"""The options of ``python -m capsedu two-digits``, chapter 7's experiment, run as every experiment is
+(``capsedu.experiments.shared.arguments.cli_main``: an option named after a ``TwoDigitConfig`` field, or
+renamed in ``RENAMED`` there, overrides it); no torch is imported, so ``--help`` is instant."""
 from __future__ import annotations
 
-from dataclasses import fields
-from typing import Tuple
-
 from capsedu import AMP_CHOICES, SOURCES
-from capsedu.experiments.shared.arguments import add_run_arguments, run_command
-from capsedu.experiments.two_digits.config import INITS, LAYOUTS, MODELS, PRESETS, SCHEDULES, TwoDigitConfig, preset
+from capsedu.experiments.shared.arguments import add_run_arguments
+from capsedu.experiments.two_digits.config import INITS, LAYOUTS, MODELS, PRESETS, SCHEDULES
 from capsedu.runtime.arguments import batch_int, float_in, int_in, positive_int, seed_int
 
-__all__ = ["add_cli_arguments", "config_from_args", "cli_main"]
-
-# every option of a TwoDigitConfig field's name overrides that field; these three override another
-RENAMED = {"limit": "n_train", "test_limit": "n_test", "pairs": "n_pairs"}
+__all__ = ["add_cli_arguments"]
 
 
 def add_cli_arguments(d) -> None:
@@ -39,23 +34,3 @@ def add_cli_arguments(d) -> None:
     d.add_argument("--amp", choices=AMP_CHOICES, default=None, help="mixed precision")
     d.add_argument("--pair-seed", type=seed_int, default=None, help="seed of the test pairs")
 
-
-def config_from_args(args) -> Tuple[str, TwoDigitConfig]:
-    """(preset name, its config with the command line's overrides); ValueError names a bad value."""
-    from capsedu import current_mode
-    name = args.preset or current_mode()
-    known = {f.name for f in fields(TwoDigitConfig)}
-    changes = {RENAMED.get(k, k): v for k, v in vars(args).items() if RENAMED.get(k, k) in known and v is not None}
-    return name, preset(name).replace(**changes)
-
-
-def cli_main(args) -> int:
-    """Run the experiment for the command line; the JSON goes to stdout (and its runs to ``--out``)."""
-    name, config = config_from_args(args)               # every check happens before any work
-
-    def run(device, **options):
-        from capsedu.data.mnist import load_dataset
-        from capsedu.experiments.two_digits.run import two_digit_experiment
-        data = load_dataset("mnist", config.source, device=device, root=args.root, verbose=True)
-        return two_digit_experiment(data, config, device=device, **options)
-    return run_command(args, config, name, run, "two-digits", indent=2)

@@ -3,14 +3,13 @@ so that a bad value fails before any training starts; ``PRESETS``: one per mode 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Dict, Mapping, Optional, Tuple, Union
 
 from capsedu import AMP_CHOICES, LR_SCHEDULES, SOURCES
 from capsedu.runtime.arguments import MAX_INT, MAX_SEED, check_config
 
-__all__ = ["MODELS", "HEADS", "LAYOUTS", "INITS", "SCHEDULES", "SU_EPOCHS", "TwoDigitConfig", "PRESETS",
-           "preset"]
+__all__ = ["MODELS", "HEADS", "LAYOUTS", "INITS", "SCHEDULES", "SU_EPOCHS", "TwoDigitConfig", "PRESETS"]
 
 # name -> what the head is; all share Su's ConvStack. The first four are the experiment's (HEADS).
 MODELS = {
@@ -77,15 +76,6 @@ class TwoDigitConfig:
         """Plain JSON types (lists, not tuples), as stored in a result."""
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
 
-    @classmethod
-    def from_dict(cls, d: Mapping) -> "TwoDigitConfig":
-        """The inverse of ``as_dict``; unknown keys are an error that names them."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"unknown two-digit settings {unknown}; expected some of {sorted(known)}")
-        return cls(**dict(d))
-
     def replace(self, **changes) -> "TwoDigitConfig":
         """A copy with some settings changed (checked again)."""
         return replace(self, **changes)
@@ -115,10 +105,3 @@ PRESETS: Dict[str, TwoDigitConfig] = {
     "long-items": TwoDigitConfig(models=HEADS + ("capsule-su-r1", "pooling-sum", "capsule-mean"),
                                  seeds=(0, 1, 2, 3, 4), epochs=12, curve=True, **_SAMPLE),
 }
-
-
-def preset(name: str) -> TwoDigitConfig:
-    """The preset called ``name`` (one of ``PRESETS``), with a clear error otherwise."""
-    if name not in PRESETS:
-        raise ValueError(f"unknown two-digit preset {name!r}; expected one of {tuple(PRESETS)}")
-    return PRESETS[name]

@@ -17,7 +17,7 @@ from capsedu.experiments.shared.keras_init import keras_init_
 from capsedu.core.params import count_parameters
 from capsedu.core.squashing import safe_norm, squash
 from capsedu.data.pairs import overlapping_pairs, two_digit_pairs
-from capsedu.experiments.shared.runs import spread_table, start_experiment
+from capsedu.experiments.shared.runs import start_experiment
 from capsedu.experiments.two_digits.config import INITS, LAYOUTS, MODELS, TwoDigitConfig
 from capsedu.runtime.device import resolve_amp
 from capsedu.speed.bench import estimate_fit_seconds
@@ -25,7 +25,7 @@ from capsedu.training.evaluation import predict_lengths, set_border, set_hits
 from capsedu.training.loop import fit
 
 __all__ = ["pair_metrics", "misses", "make_model", "two_digit_test_set", "ink_gap",
-           "two_digit_experiment", "estimate_seconds", "summarise", "CONFIDENCE"]
+           "two_digit_experiment", "estimate_seconds", "CONFIDENCE"]
 
 CONFIDENCE = 0.5
 
@@ -121,7 +121,7 @@ def two_digit_experiment(data, config: TwoDigitConfig, out=None, fresh: bool = F
                          return_models: bool = False, shard=None) -> Dict:
     """Train each model once per seed on single digits as Su's script does (Adam, the margin loss); test on
     single digits and on pairs drawn once (``pair_seed``). ``return_models`` adds "trained": {model: [models]}."""
-    _, device, result, _ = start_experiment(config, TwoDigitConfig, summarise, out, fresh, device, command, preset,
+    _, device, result, _ = start_experiment(config, TwoDigitConfig, out, fresh, device, command, preset,
                                             data, progress, shard)
     _check_data(data)
     amp = resolve_amp(config.amp, device)
@@ -177,11 +177,3 @@ def estimate_seconds(config: TwoDigitConfig, data, device="auto") -> float:
     n_test = len(data.x_test[:config.n_test]) + config.n_pairs * len(config.layouts)
     return estimate_fit_seconds(model, data, sum(config.epochs.values()) * len(config.seeds), config.batch_size,
                                 device, amp="off", loss="margin", n_train=config.n_train, test_images=n_test)
-
-
-def summarise(runs: List[Dict], config: TwoDigitConfig) -> List[Dict]:
-    """One row per model with finished runs: mean and std over its seeds."""
-    def head(name, mine):
-        return {"model": name, "head": MODELS[name], "params": mine[0]["params"], "seeds": len(mine)}
-    fields = ["single_acc"] + [f"{lay}_{m}" for lay in config.layouts for m in ("top2", "top2_conf", "ties")]
-    return spread_table(runs, "model", config.models, fields, head)
