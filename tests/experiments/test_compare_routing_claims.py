@@ -62,7 +62,7 @@ def test_the_tables_hold_every_digit_and_the_verdicts_follow_the_known_differenc
     assert rows["mean"]["10.1"] == pytest.approx(0) and rows["mean"]["10.5"] == pytest.approx(-0.05)
     # the sign test on each digit's mean over the seeds: em-spread behind on 50 digits, ahead on none
     assert (rows.items_up["10.5"], rows.items_down["10.5"]) == (0, 50)
-    assert rows.primary.to_dict() == {"10.1": True, "10.2": False, "10.3": True, "10.5": True, "10.6": False}
+    assert not rows.primary.any()      # recast after the results were read: every row is Holm-adjusted
     assert (rows.delta == rows.test.map(cr.claims.DELTA)).all()
 
 

@@ -72,13 +72,27 @@ def test_a_clear_gain_holds_its_reverse_does_not_and_a_tiny_one_is_equivalent():
 
 
 def test_holm_takes_a_secondary_row_below_its_own_interval_not_a_primary_one():
-    d = [.01, .03, .005, .02, .025]                  # t = 3.9 on 4 df: p about 0.02
-    runs = pd.DataFrame({"model": ["a"] * 5 + ["b"] * 5, "seed": list(range(5)) * 2, "acc": [0.8 + x for x in d] + [0.8] * 5})
+    d = [.01, .03, .002, .02, .025, .004]            # t = 3.2 on 5 df: p about 0.02; 6 of 6 up: 0.03
+    runs = pd.DataFrame({"model": ["a"] * 6 + ["b"] * 6, "seed": list(range(6)) * 2, "acc": [0.8 + x for x in d] + [0.8] * 6})
     claims = [dict(a="a", b="b", field="acc", primary=True)] + [dict(a="a", b="b", field="acc")] * 5
     rows = verdict_table(claims, runs=runs)
     assert (rows.low > 0).all() and 0.01 < rows.p[0] < 0.05
     assert rows.verdict.tolist() == [HOLDS] + [CANNOT_TELL] * 5
-    assert rows.p_holm_all[0] == pytest.approx(min(1, 6 * rows.p[0])) and math.isnan(rows.p_holm[0])
+    assert rows.p_holm_all[0] == pytest.approx(min(1, 6 * rows.p_row[0])) and math.isnan(rows.p_holm[0])
+    assert rows.p_row[0] == pytest.approx(1 / 32)                      # the sign test's, over the seeds
+    five = verdict_table(claims[:1], runs=runs[runs.seed < 5]).iloc[0]  # 5 of 5 up: p 1/16, no verdict
+    assert five.low > 0 and five.p < 0.05 and five.verdict == CANNOT_TELL
+
+
+def test_a_matches_row_fails_only_when_its_own_p_survives_holm():
+    d = [.07, .08, .065, .075, .06, .07]            # mean 0.07, wholly above delta 0.06 at 95%
+    runs = pd.DataFrame({"model": ["a"] * 6 + ["b"] * 6, "seed": list(range(6)) * 2,
+                         "acc": [0.8 + x for x in d] + [0.8] * 6})
+    claim = dict(a="a", b="b", field="acc", kind="matches", delta=0.06)
+    alone = verdict_table([{**claim, "primary": True}], runs=runs).iloc[0]
+    assert alone.low > 0.06 and alone.verdict == FAILS and 0.01 < alone.p_row == alone.beyond_p < 0.05
+    assert verdict_table([claim] * 2, runs=runs).verdict.tolist() == [FAILS] * 2      # Holm: 2p < 0.05
+    assert verdict_table([claim] * 5, runs=runs).verdict.tolist() == [CANNOT_TELL] * 5
 
 
 def test_seeds_only_rows_and_bad_claims():

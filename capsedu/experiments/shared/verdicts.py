@@ -10,8 +10,9 @@ A comparison pairs model a with model b seed by seed. Where the runs stored thei
   (t_.975 + t_.8) x se, never below the smallest difference the sign test can resolve with the
   items that differ (None: no outcome of the sign test could reach 5%).
 
-Where only per-run accuracies are stored, the interval is the seeds' t-interval (``method``
-"seeds only"), and a difference equal in every seed gets no interval (``equal``).
+Where only per-run accuracies (or benchmark rounds) are stored, the interval is the seeds' t-interval
+(``method`` "seeds only"), the sign test runs over the paired seeds (3 seeds can never reach 5%, so
+such a row cannot hold on 3 seeds), and a difference equal in every seed gets no interval (``equal``).
 
 A claim is a dict: ``a``, ``b``; ``test`` (per-item outcomes) or ``field`` (seeds only);
 ``sign`` (+1: a beats b, -1: a is worse); ``kind``: "beats" or "matches"; ``delta`` (a "matches"
@@ -19,8 +20,9 @@ claim's margin, by the book's one rule, ``margin``); ``primary``. The verdict:
 
 - "beats": *holds* when the interval lies wholly on the claim's side of 0, the sign test agrees at
   5%, and, for a secondary row, its Holm-adjusted p is below 0.05; *does not hold*: the other side;
-- "matches": *equivalent within ±δ* by two one-sided tests at 5% (the 90% interval inside ±δ),
-  Holm-adjusted for a secondary row; *does not hold* when the 95% interval lies wholly outside ±δ;
+- "matches": *equivalent within ±δ* by two one-sided tests at 5% (the 90% interval inside ±δ);
+  *does not hold* when the 95% interval lies wholly outside ±δ; either one Holm-adjusted for a
+  secondary row;
 - *cannot tell at this budget* otherwise, and always with one seed (nothing measures the seeds' spread).
 
 ``p_row`` is the p a row's verdict rests on (``_row_p``); ``p_holm`` adjusts it over the secondary
@@ -128,6 +130,8 @@ def compare(claim: Mapping, runs: Optional[pd.DataFrame] = None, items: Optional
         seeds = va.index.intersection(vb.index).sort_values()
         out = {**paired_difference(va[seeds], vb[seeds]), "method": "seeds only"}
         out["equal"] = len(seeds) > 1 and out["se"] == 0
+        # the sign test over the paired seeds (or rounds): 3 seeds can never reach 5% with it
+        out.update(sign_test((va[seeds] - vb[seeds]).to_numpy(float)[None, :]))
     if len(seeds) == 0:
         raise ValueError(f"{a!r} and {b!r} share no seed: nothing to pair")
     mean, se, df = out["mean"], out["se"], out["df"]
@@ -142,6 +146,7 @@ def compare(claim: Mapping, runs: Optional[pd.DataFrame] = None, items: Optional
         out["mdd"] = max(out["mdd"], floor) if usable else floor
     if claim.get("kind") == "matches" and usable:    # two one-sided tests: the 90% interval inside ±delta
         out["tost_p"] = float(max(t.sf((mean + delta) / se), t.cdf((mean - delta) / se)))
+        out["beyond_p"] = float(min(1.0, 2 * t.sf((abs(mean) - delta) / se)))  # |a - b| > delta
     return out
 
 
@@ -157,8 +162,9 @@ def judge(row: Mapping, p_adjusted: Optional[float] = None) -> str:
         return CANNOT_TELL
     ok = p_adjusted is None or p_adjusted < ALPHA
     if row.get("kind", "beats") == "matches":
-        equivalent = ok and (_given(row, "tost_p") or 1.0) < ALPHA
-        return FAILS if high < -delta or low > delta else EQUIVALENT if equivalent else CANNOT_TELL
+        if high < -delta or low > delta:
+            return FAILS if ok else CANNOT_TELL
+        return EQUIVALENT if ok and (_given(row, "tost_p") or 1.0) < ALPHA else CANNOT_TELL
     lo, hi = sorted((sign * low, sign * high))
     sign_p = _given(row, "sign_p")
     per_item = sign_p is None or (sign_p < ALPHA and (row["items_up"] - row["items_down"]) * row["mean"] > 0)
@@ -166,10 +172,12 @@ def judge(row: Mapping, p_adjusted: Optional[float] = None) -> str:
 
 
 def _row_p(row: Mapping) -> float:
-    """The p a row's verdict rests on: TOST's for "matches", else the larger of the interval's and
-    the sign test's (a "beats" verdict needs both)."""
+    """The p a row's verdict rests on: for "matches", the test that |a - b| > δ when the interval lies
+    outside ±δ, else TOST's; for "beats", the larger of the interval's and the sign test's (a "beats"
+    verdict needs both)."""
     if row.get("kind", "beats") == "matches":
-        return _given(row, "tost_p") or math.nan
+        outside = row["high"] < -row["delta"] or row["low"] > row["delta"]
+        return _given(row, "beyond_p" if outside else "tost_p") or math.nan
     return max(row["p"], _given(row, "sign_p") or 0.0)
 
 
