@@ -12,7 +12,6 @@ from capsedu.core.params import count_parameters
 from capsedu.figures.parameters import parameter_table
 from capsedu.core.routing import ROUTING_MODES, dynamic_routing
 from capsedu.core.squashing import NORM_COMPRESSIONS, compress, safe_norm, squash
-from capsedu.data.mnist import load_dataset
 
 
 def loop_routing(u_hat, iterations, mode, k=1.0):
@@ -298,9 +297,8 @@ def test_routing_works_under_torch_compile():
         assert torch.allclose(compiled(u_hat, 3, mode), dynamic_routing(u_hat, 3, mode), atol=1e-6)
 
 
-def test_capsnet_overfits_32_digits():
-    data = load_dataset("mnist", source="sample", verbose=False)
-    x, y = data.x_train[:32], data.y_train[:32]
+def test_capsnet_overfits_32_digits(mnist_sample):
+    x, y = mnist_sample.x_train[:32], mnist_sample.y_train[:32]
     torch.manual_seed(0)
     model = CapsNet()
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)

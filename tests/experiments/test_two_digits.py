@@ -51,6 +51,8 @@ def test_top2_on_hand_made_scores():
     assert set_hits(scores, targets).tolist() == [True, True, False, True]
     assert set_hits(scores, targets, threshold=0.5).tolist() == [True, False, False, True]
     assert pair_metrics(scores, targets) == {"top2": 0.75, "top2_conf": 0.5, "ties": 0.0}
+    single = torch.tensor([[0.1, 0.8, 0.3], [0.4, 0.4, 0.1], [0.2, 0.1, 0.3]])   # one digit: the same rule
+    assert set_hits(single, torch.nn.functional.one_hot(torch.tensor([1, 0, 2]), 3)).tolist() == [True, False, True]
 
 
 def test_ties_and_the_threshold_are_strict_and_count_correct_agrees():
@@ -84,12 +86,6 @@ def test_metric_agrees_with_su_numpy_code_when_there_are_no_ties():
     assert m["top2"] == pytest.approx(right.mean())
     assert m["top2_conf"] == pytest.approx((right * greater).mean())
     assert 0.0 < m["top2_conf"] < m["top2"] < 0.1                    # random scores: about 1/45 right
-
-
-def test_single_digits_use_the_same_rule():
-    scores = torch.tensor([[0.1, 0.8, 0.3], [0.4, 0.4, 0.1], [0.2, 0.1, 0.3]])
-    targets = torch.nn.functional.one_hot(torch.tensor([1, 0, 2]), 3)
-    assert set_hits(scores, targets).tolist() == [True, False, True]
 
 
 def test_count_correct_counts_set_hits_for_any_k():
@@ -195,9 +191,8 @@ def test_keras_init_is_glorot_and_seeded():
 
 # ---------------------------------------------------------------- the experiment end to end
 @pytest.fixture(scope="module")
-def digits():
-    from capsedu.data.mnist import load_dataset
-    d = load_dataset("mnist", source="sample", device="cpu", verbose=False)
+def digits(mnist_sample):
+    d = mnist_sample
     return SimpleNamespace(x_train=d.x_train[:48], y_train=d.y_train[:48], x_test=d.x_test[:60],
                            y_test=d.y_test[:60], name="mnist", source="sample")
 

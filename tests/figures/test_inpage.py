@@ -14,7 +14,6 @@ import pytest
 import torch
 
 from capsedu.core.squashing import safe_norm
-from capsedu.data.mnist import load_dataset
 from capsedu.figures.inpage import (
     DECODER_FILE,
     ENCODER_FILE,
@@ -43,8 +42,8 @@ def files(model):
 
 
 @pytest.fixture(scope="module")
-def digits():
-    return load_dataset("mnist", source="sample", verbose=False).x_test[:20]
+def digits(mnist_sample):
+    return mnist_sample.x_test[:20]
 
 
 def _header(data):

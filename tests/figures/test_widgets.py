@@ -13,7 +13,6 @@ from cli_helpers import decode_png
 import capsedu
 from capsedu.core.routing import dynamic_routing
 from capsedu.core.squashing import NORM_COMPRESSIONS, squash
-from capsedu.data.mnist import load_dataset
 from capsedu.figures.frames import (
     PAPER_DELTAS,
     perturb,
@@ -43,8 +42,8 @@ def model():
 
 
 @pytest.fixture(scope="module")
-def images():
-    return load_dataset("mnist", source="sample", verbose=False).x_test[:3]
+def images(mnist_sample):
+    return mnist_sample.x_test[:3]
 
 
 @pytest.fixture(scope="module")

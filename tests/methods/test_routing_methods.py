@@ -7,7 +7,6 @@ import torch
 
 from capsedu.runtime.stored import read_runs
 from capsedu.core.params import count_parameters
-from capsedu.core.routing import dynamic_routing
 from capsedu.methods.attention import (
     DepthwisePrimaryCapsules,
     SelfAttentionCapsules,
@@ -230,24 +229,14 @@ def test_attention_layers_reject_bad_shapes():
         self_attention_routing(torch.rand(2, 3, 4))
 
 
-# ---------------------------------------------------------------- no routing
-def test_one_iteration_is_uniform_coupling():
-    torch.manual_seed(0)
-    u_hat = torch.randn(2, 5, 3, 4)
-    v, history = dynamic_routing(u_hat, iterations=1, return_history=True)
-    torch.testing.assert_close(history[0], torch.full((2, 5, 3), 1 / 3))
-    from capsedu.core.squashing import squash
-    torch.testing.assert_close(v, squash(u_hat.sum(dim=1) / 3))
-
-
+# no routing (one iteration, uniform coupling): test_core's uniform start, test_two_digits' controls
 # ---------------------------------------------------------------- the comparison
 TINY = dict(seeds=(0,), epochs=1, batch_size=8, n_train=16, n_test=16, cost_repeats=1)
 
 
 @pytest.fixture(scope="module")
-def sample():
-    from capsedu.data.mnist import load_dataset
-    return load_dataset("mnist", "sample", verbose=False)
+def sample(mnist_sample):
+    return mnist_sample
 
 
 @pytest.fixture(scope="module")
