@@ -4,9 +4,9 @@ import math
 import pytest
 import torch
 
-from capsedu.core.capsnet import CapsNet, Decoder
+from capsedu.core.capsnet import CapsNet
 from capsedu.core.heads import CapsuleClassifier, PoolingClassifier
-from capsedu.core.layers import DenseCapsules, PrimaryCapsules, RoutedCapsules, SharedCapsules
+from capsedu.core.layers import DenseCapsules, PrimaryCapsules, SharedCapsules
 from capsedu.core.losses import margin_loss, reconstruction_loss
 from capsedu.core.params import count_parameters
 from capsedu.figures.parameters import parameter_table
@@ -48,33 +48,7 @@ def test_squash_matches_formula_and_is_shorter_than_one():
     assert (squash(s).norm(dim=-1) < 1).all()
 
 
-# What the chapters print, as the package has it (chapters 2-5 show inspect.getsource of each).
-PRINTED = [squash, safe_norm, dynamic_routing, PrimaryCapsules, RoutedCapsules, DenseCapsules, Decoder, CapsNet.capsules,
-           CapsNet.forward, margin_loss, reconstruction_loss]
-
-
-@pytest.mark.parametrize("obj", PRINTED, ids=lambda o: o.__qualname__)
-def test_the_printed_definitions_are_short_and_guard_at_most_once(obj):
-    """Each printed function (each method of a printed class) is at most 25 lines and raises at most once:
-    argument checks live where a user enters (capsedu.core.checks), not in the maths."""
-    import ast
-    import inspect
-    import textwrap
-    tree = ast.parse(textwrap.dedent(inspect.getsource(obj))).body[0]
-    functions = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]
-    assert functions
-    for fn in functions:
-        assert fn.end_lineno - fn.lineno + 1 <= 25, fn.name
-        assert sum(isinstance(n, ast.Raise) for n in ast.walk(fn)) <= 1, fn.name
-
-
-def test_the_core_is_readable_in_one_sitting():
-    from pathlib import Path
-    import capsedu.core
-    lines = sum(len(p.read_text().splitlines()) for p in Path(capsedu.core.__file__).parent.glob("*.py"))
-    assert lines <= 600, lines
-
-
+# the printed definitions' size and guards: test_printed_core; the core's size: test_layout
 def test_squash_and_safe_norm_are_finite_with_finite_gradient_at_zero():
     s = torch.zeros(3, 8, requires_grad=True)
     v = squash(s)
