@@ -19,7 +19,6 @@ $CAPSEDU_CHROME and $CAPSEDU_CHROMEDRIVER name another browser and driver (CI: G
 """
 import functools
 import http.server
-import importlib.util
 import os
 import re
 import shutil
@@ -28,6 +27,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from cli_helpers import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 HTML = Path(os.environ.get("CAPSEDU_HTML", ROOT / "_build" / "html")).resolve()
@@ -243,10 +243,7 @@ def _overflow(driver, url):
 
 def test_the_static_line_limit_fits_a_code_cell(browser, server):
     """scripts/long_lines.py's limit (tests/book/test_long_lines.py) is what a code box holds."""
-    spec = importlib.util.spec_from_file_location("long_lines", ROOT / "scripts" / "long_lines.py")
-    long_lines = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(long_lines)
-    LIMIT = long_lines.LIMIT
+    LIMIT = load_script("scripts/long_lines.py").LIMIT
     _load(browser, f"{server}/book/02_capsule.html")
     m = browser.execute_script(CODE_COLUMN)
     fits = int(m["box"] // m["char"])
