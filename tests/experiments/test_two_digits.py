@@ -282,12 +282,6 @@ def test_config_rejects_bad_settings(bad, match):
         TwoDigitConfig(**bad)
 
 
-def test_config_round_trips_through_json():
-    from capsedu.experiments.shared.runs import config_from_settings
-    for name, config in PRESETS.items():
-        assert config_from_settings(TwoDigitConfig, json.loads(json.dumps(config.as_dict()))) == config, name
-
-
 def test_experiment_rejects_bad_data_and_config(digits):
     wrong = SimpleNamespace(**{**vars(digits), "y_train": torch.nn.functional.one_hot(digits.y_train, 10).float()})
     with pytest.raises(ValueError, match="integer labels"):
@@ -315,7 +309,10 @@ def test_the_controls_sum_and_average_what_their_names_say():
                 assert torch.allclose(model(x), safe_norm(squash(s, k=0.5), dim=-1))
 
 
-def test_presets_follow_su_where_they_say_so():
+def test_presets_follow_su_where_they_say_so_and_round_trip_through_json():
+    from capsedu.experiments.shared.runs import config_from_settings
+    for name, config in PRESETS.items():
+        assert config_from_settings(TwoDigitConfig, json.loads(json.dumps(config.as_dict()))) == config, name
     assert PRESETS["full"].epochs == SU_EPOCHS and PRESETS["full"].batch_size == 128
     assert PRESETS["full"].lr_schedule == "constant" and PRESETS["full"].source == "auto"
     for name in ("quick", "long"):   # the chapter's budgets: all 9,000 sample digits
