@@ -1,11 +1,15 @@
 """Helpers shared by the tests (plain functions; pytest puts this folder on sys.path)."""
+import importlib.util
 import io
+import sys
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
 
 from capsedu import cli
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def run(capsys, *argv):
@@ -19,6 +23,19 @@ def run(capsys, *argv):
 def snapshot(folder: Path):
     """Every path below ``folder`` with its bytes (None for a folder): to show a command changed nothing."""
     return {p.relative_to(folder).as_posix(): p.read_bytes() if p.is_file() else None for p in sorted(folder.rglob("*"))}
+
+
+def load_script(relative: str):
+    """A script of the repository (``scripts/word_count.py``) imported as a module, its folder on sys.path."""
+    path = ROOT / relative
+    sys.path.insert(0, str(path.parent))
+    try:
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.pop(0)
 
 
 def decode_png(data: bytes) -> np.ndarray:

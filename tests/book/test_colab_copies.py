@@ -1,30 +1,18 @@
 """The Colab-ready copies (scripts/colab_copies.py): no MyST left, and cell by cell the sources."""
-import importlib.util
 import json
 import re
-import sys
 from pathlib import Path
 
 import nbformat
 import pytest
+from cli_helpers import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILT = ROOT / "_build" / "jupyter_execute" / "book"
 MYST = re.compile(r"\{glue|\{cite|\{doc|^\s*(`{3,}|:{3,})\{", re.M)
 
 
-def script(name):
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.pop(0)
-
-
-copies, md = script("colab_copies"), script("colab_markdown")
+copies, md = load_script("scripts/colab_copies.py"), load_script("scripts/colab_markdown.py")
 BIB = md.Bibliography(ROOT / "book" / "references.bib")
 
 

@@ -1,22 +1,16 @@
 """The Colab install cell: one URL and one version, repeated exactly in every chapter's first cell,
 which the HTML leaves out; the version in one place (capsedu.__version__, read by pyproject.toml)."""
-import importlib.util
 import json
 import re
 import tomllib
 from pathlib import Path
 
+from cli_helpers import load_script
+
 import capsedu
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "book").glob("*.ipynb"))
-
-
-def colab_cell_module():
-    spec = importlib.util.spec_from_file_location("colab_cell", ROOT / "scripts" / "colab_cell.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_the_one_place_agrees_with_the_book_config():
@@ -33,7 +27,7 @@ def test_the_version_is_in_one_place():
 
 
 def test_every_notebook_installs_the_release_from_the_index_then_the_tag():
-    module = colab_cell_module()
+    module = load_script("scripts/colab_cell.py")
     expected = module.cell_source()
     assert f'VERSION = "{capsedu.__version__}"' in expected
     assert 'f"capsedu=={VERSION}"' in expected and '@v{VERSION}' in expected and "returncode != 0" in expected

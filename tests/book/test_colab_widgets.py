@@ -5,7 +5,6 @@ import io
 import pytest
 from PIL import Image
 
-from capsedu.data.mnist import load_dataset
 from capsedu.figures import widgets
 from capsedu.figures.plots import DPI
 from capsedu.training.pretrained import load_capsnet
@@ -17,9 +16,8 @@ def px(value: str) -> int:
 
 
 @pytest.fixture(scope="module")
-def explorers():
-    model = load_capsnet()
-    images = load_dataset("mnist", source="sample", verbose=False).x_test[:2]
+def explorers(mnist_sample):
+    model, images = load_capsnet(), mnist_sample.x_test[:2]
     return [widgets.squash_explorer(), widgets.routing_explorer(model, images),
             widgets.perturbation_explorer(model, images)]
 

@@ -15,7 +15,6 @@ The chapters run in smoke mode (as in test_colab_wheel.py, here in this environm
 figure draws. A figure drawn twice in one cell counts as its last draw (the PNG shown).
 """
 import json
-import os
 from pathlib import Path
 
 import nbformat

@@ -3,7 +3,6 @@ scripts/long_lines.py for fenced code;
 tests/book/test_browser.py checks the limit against the measured box and the printed output),
 none in the package code the chapters print, and no glue call in a code cell the HTML shows."""
 import importlib
-import importlib.util
 import inspect
 import json
 import re
@@ -12,11 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
-spec = importlib.util.spec_from_file_location("long_lines", ROOT / "scripts" / "long_lines.py")
-long_lines = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(long_lines)
+long_lines = load_script("scripts/long_lines.py")
 FILES = long_lines.book_files()
 
 

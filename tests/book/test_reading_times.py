@@ -1,23 +1,17 @@
 """The intro's reading path: each chapter's typed reading time is its main-line words at 200
 a minute plus the code the page shows at 20 lines a minute (scripts/word_count.py), and every
 numbered chapter is on the path."""
-import importlib.util
 import re
 from pathlib import Path
+
+from cli_helpers import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 ROW = re.compile(r"^\| \{doc\}`(\w+)` \|.*\| (\d+) min \|$", re.M)
 
 
-def word_count():
-    spec = importlib.util.spec_from_file_location("word_count", ROOT / "scripts" / "word_count.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_reading_times_come_from_the_word_counts():
-    minutes = word_count().reading_minutes
+    minutes = load_script("scripts/word_count.py").reading_minutes
     text = (ROOT / "book" / "intro.md").read_text()
     typed = {name: int(m) for name, m in ROW.findall(text.split("## Reading path", 1)[1])}
     chapters = {p.stem for p in (ROOT / "book").glob("[0-9][0-9]_*.ipynb")}

@@ -55,17 +55,27 @@ def test_config_from_dict_and_the_other_models():
                          (lambda: CapsuleClassifier(squash_k=-1.0), "squash_k"),
                          (lambda: PrimaryCapsules(capsule_dim=0), "capsule_dim"),
                          (lambda: DenseCapsules(out_dim=0), "out_dim"),
-                         (lambda: SharedCapsules(in_dim="128"), "in_dim")):
+                         (lambda: SharedCapsules(in_dim="128"), "in_dim"),
+                         (lambda: SharedCapsules(routing="dynamic"), "unknown routing mode"),
+                         (lambda: DenseCapsules(iterations=0), "DenseCapsules: iterations must be an int >= 1"),
+                         (lambda: SharedCapsules(squash_k=0), "SharedCapsules: squash_k must be a finite number > 0"),
+                         (lambda: CapsNet(image_size=12), "too small")):
         with pytest.raises((ValueError, TypeError), match=match) as err:
             build()
         one_line(err)
+    with pytest.raises(TypeError, match="PrimaryCapsules: capsule_dim must be an int"):
+        PrimaryCapsules(capsule_dim=8.0)
 
 
 # ---------------------------------------------------------------- forward, losses, evaluation
-def test_empty_batches_are_named():
+def test_empty_batches_and_bad_images_are_named():
     torch.manual_seed(0)
     model = CapsNet(**TINY)
     cases = [(lambda: model(torch.rand(0, 1, 28, 28)), "N >= 1"),
+             (lambda: model(torch.rand(2, 1, 32, 32)),
+              r"float images \(N, 1, 28, 28\) with N >= 1, got shape \(2, 1, 32, 32\)"),
+             (lambda: model(torch.rand(1, 28, 28)), r"\(N, 1, 28, 28\)"),
+             (lambda: model(torch.zeros(2, 1, 28, 28, dtype=torch.uint8)), "dtype torch.uint8"),
              (lambda: predict_lengths(model, torch.rand(0, 1, 28, 28)), "N >= 1"),
              (lambda: margin_loss(torch.rand(0, 10), torch.zeros(0, dtype=torch.long)), "at least one example"),
              (lambda: predict_lengths(model, torch.rand(2, 1, 28, 28), batch_size=0), "batch_size")]
@@ -73,6 +83,8 @@ def test_empty_batches_are_named():
         with pytest.raises(ValueError, match=match) as err:
             call()
         one_line(err)
+    with pytest.raises(TypeError, match="torch.Tensor of images"):
+        model.capsules([[0.0]])
 
 
 @pytest.mark.parametrize("labels, error, match", [

@@ -43,7 +43,12 @@ def whole_model(chapter):
 
 
 @pytest.mark.parametrize("name, chapter", PRINTED.items())
-def test_each_definition_is_printed_from_the_package(name, chapter):
+def test_each_definition_is_printed_from_the_package_short_and_guarded_once(name, chapter):
+    """... and each of its functions (each method of a class) is at most 25 lines and raises at most once:
+    argument checks live where a user enters (capsedu.core.checks), not in the maths."""
+    import inspect
+    import textwrap
+
     import capsedu.core as core
     obj = core
     for part in name.split("."):
@@ -51,6 +56,12 @@ def test_each_definition_is_printed_from_the_package(name, chapter):
     names, printed = whole_model(chapter)
     assert any(re.search(rf"inspect\.getsource\({re.escape(name)}\)", src) for src in code_cells(chapter)) \
         or (printed and name in names), f"{chapter} does not print inspect.getsource({name})"
+    tree = ast.parse(textwrap.dedent(inspect.getsource(obj))).body[0]
+    functions = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]
+    assert functions
+    for fn in functions:
+        assert fn.end_lineno - fn.lineno + 1 <= 25, fn.name
+        assert sum(isinstance(n, ast.Raise) for n in ast.walk(fn)) <= 1, fn.name
 
 
 def test_chapter_4_shows_the_whole_network_on_one_screen():

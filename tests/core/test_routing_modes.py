@@ -5,7 +5,6 @@ import torch
 
 from capsedu.core.routing import ROUTING_MODES, dynamic_routing
 from capsedu.core.squashing import squash
-from capsedu.data.mnist import load_dataset
 from capsedu.speed.fast import fused_routing
 from capsedu.training.pretrained import load_capsnet
 
@@ -45,9 +44,9 @@ def test_su_march_differs_from_january_after_the_first_iteration():
     assert not torch.allclose(three["su"], three["su-march"], atol=1e-4)
 
 
-def test_float16_routing_of_a_trained_network_matches_float32():
+def test_float16_routing_of_a_trained_network_matches_float32(mnist_sample):
     """No float32 guard in routing: the shipped network's sums s_j stay four orders of magnitude below 65,504."""
-    model, data = load_capsnet("cpu"), load_dataset("mnist", source="sample", verbose=False)
+    model, data = load_capsnet("cpu"), mnist_sample
     with torch.no_grad():
         u_hat = model.digits.predictions(model.primary(torch.relu(model.conv1(data.x_test[:100]))))
         v32, history = dynamic_routing(u_hat, 3, return_history=True)

@@ -4,7 +4,6 @@ import re
 import pytest
 import torch
 
-from capsedu.data.mnist import load_dataset
 from capsedu.data.transforms import (
     AFFINE_RANGES,
     INK,
@@ -17,9 +16,8 @@ from capsedu.data.transforms import (
 
 
 @pytest.fixture(scope="module")
-def digits():
-    data = load_dataset("mnist", source="sample", verbose=False)
-    return data.x_test[:300], data.y_test[:300]
+def digits(mnist_sample):
+    return mnist_sample.x_test[:300], mnist_sample.y_test[:300]
 
 
 def _border(images, width=1):

@@ -7,7 +7,6 @@ import torch
 from capsedu import PRESET_NAMES
 from capsedu.core.capsnet import CapsNet
 from capsedu.core.params import count_parameters
-from capsedu.data.mnist import load_dataset
 from capsedu.experiments import ablation, multimnist, robustness
 from capsedu.experiments.multimnist import PairCapsNet
 from capsedu.experiments.catalogue import EXPERIMENTS
@@ -18,8 +17,8 @@ MODULES = {"robustness": robustness, "ablation": ablation, "multimnist": multimn
 
 
 @pytest.fixture(scope="module")
-def data():
-    return load_dataset("mnist", source="sample", verbose=False)
+def data(mnist_sample):
+    return mnist_sample
 
 
 # ---------------------------------------------------------------- the models

@@ -7,7 +7,6 @@ import torch
 
 from capsedu.core.capsnet import CapsNet
 from capsedu.core.params import count_parameters
-from capsedu.data.mnist import load_dataset
 from capsedu.experiments import tutorial_vs_fixed as tvf
 from capsedu.core.routing import dynamic_routing
 from capsedu.methods.tutorial_capsnet import (TutorialCapsNet, tutorial_loss, tutorial_routing, tutorial_squash)
@@ -83,9 +82,9 @@ def test_the_margin_loss_is_a_hinge():
     assert slopes == pytest.approx([-1.0, -1.0])
 
 
-def test_end_to_end_and_misses():
+def test_end_to_end_and_misses(mnist_sample):
     torch.set_num_threads(1)
-    data = load_dataset("mnist", source="sample", device="cpu", verbose=False)
+    data = mnist_sample
     config = dataclasses.replace(tvf.PRESETS["smoke"], n_test=120)   # > one test batch of 100
     result = tvf.tutorial_vs_fixed(config, device="cpu", data=data, progress=False)
     assert [(r["model"], r["seed"]) for r in result["runs"]] == [("tutorial", 0), ("fixed", 0)]

@@ -51,6 +51,8 @@ def test_top2_on_hand_made_scores():
     assert set_hits(scores, targets).tolist() == [True, True, False, True]
     assert set_hits(scores, targets, threshold=0.5).tolist() == [True, False, False, True]
     assert pair_metrics(scores, targets) == {"top2": 0.75, "top2_conf": 0.5, "ties": 0.0}
+    single = torch.tensor([[0.1, 0.8, 0.3], [0.4, 0.4, 0.1], [0.2, 0.1, 0.3]])   # one digit: the same rule
+    assert set_hits(single, torch.nn.functional.one_hot(torch.tensor([1, 0, 2]), 3)).tolist() == [True, False, True]
 
 
 def test_ties_and_the_threshold_are_strict_and_count_correct_agrees():
@@ -84,12 +86,6 @@ def test_metric_agrees_with_su_numpy_code_when_there_are_no_ties():
     assert m["top2"] == pytest.approx(right.mean())
     assert m["top2_conf"] == pytest.approx((right * greater).mean())
     assert 0.0 < m["top2_conf"] < m["top2"] < 0.1                    # random scores: about 1/45 right
-
-
-def test_single_digits_use_the_same_rule():
-    scores = torch.tensor([[0.1, 0.8, 0.3], [0.4, 0.4, 0.1], [0.2, 0.1, 0.3]])
-    targets = torch.nn.functional.one_hot(torch.tensor([1, 0, 2]), 3)
-    assert set_hits(scores, targets).tolist() == [True, False, True]
 
 
 def test_count_correct_counts_set_hits_for_any_k():
@@ -195,9 +191,8 @@ def test_keras_init_is_glorot_and_seeded():
 
 # ---------------------------------------------------------------- the experiment end to end
 @pytest.fixture(scope="module")
-def digits():
-    from capsedu.data.mnist import load_dataset
-    d = load_dataset("mnist", source="sample", device="cpu", verbose=False)
+def digits(mnist_sample):
+    d = mnist_sample
     return SimpleNamespace(x_train=d.x_train[:48], y_train=d.y_train[:48], x_test=d.x_test[:60],
                            y_test=d.y_test[:60], name="mnist", source="sample")
 
@@ -287,12 +282,6 @@ def test_config_rejects_bad_settings(bad, match):
         TwoDigitConfig(**bad)
 
 
-def test_config_round_trips_through_json():
-    from capsedu.experiments.shared.runs import config_from_settings
-    for name, config in PRESETS.items():
-        assert config_from_settings(TwoDigitConfig, json.loads(json.dumps(config.as_dict()))) == config, name
-
-
 def test_experiment_rejects_bad_data_and_config(digits):
     wrong = SimpleNamespace(**{**vars(digits), "y_train": torch.nn.functional.one_hot(digits.y_train, 10).float()})
     with pytest.raises(ValueError, match="integer labels"):
@@ -320,7 +309,10 @@ def test_the_controls_sum_and_average_what_their_names_say():
                 assert torch.allclose(model(x), safe_norm(squash(s, k=0.5), dim=-1))
 
 
-def test_presets_follow_su_where_they_say_so():
+def test_presets_follow_su_where_they_say_so_and_round_trip_through_json():
+    from capsedu.experiments.shared.runs import config_from_settings
+    for name, config in PRESETS.items():
+        assert config_from_settings(TwoDigitConfig, json.loads(json.dumps(config.as_dict()))) == config, name
     assert PRESETS["full"].epochs == SU_EPOCHS and PRESETS["full"].batch_size == 128
     assert PRESETS["full"].lr_schedule == "constant" and PRESETS["full"].source == "auto"
     for name in ("quick", "long"):   # the chapter's budgets: all 9,000 sample digits

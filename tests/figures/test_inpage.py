@@ -14,7 +14,6 @@ import pytest
 import torch
 
 from capsedu.core.squashing import safe_norm
-from capsedu.data.mnist import load_dataset
 from capsedu.figures.inpage import (
     DECODER_FILE,
     ENCODER_FILE,
@@ -43,8 +42,8 @@ def files(model):
 
 
 @pytest.fixture(scope="module")
-def digits():
-    return load_dataset("mnist", source="sample", verbose=False).x_test[:20]
+def digits(mnist_sample):
+    return mnist_sample.x_test[:20]
 
 
 def _header(data):
@@ -58,6 +57,8 @@ def test_decoder_file_is_the_shipped_float16_weights(model, files):
     assert set(weights) == {k for k in state if k.startswith("decoder.")}
     for name, w in weights.items():
         assert torch.equal(w, state[name]), name
+    with pytest.raises(ValueError, match="capsedu-inpage-1"):      # another file
+        read_weights(struct.pack("<I", 2) + b"{}")
 
 
 def test_encoder_is_int8_within_half_a_step_and_aligned(model, files):
@@ -87,21 +88,10 @@ def test_int8_costs_little_on_test_digits(model, digits):
     assert cost["max_pixel_error"] < 2 / 255
 
 
-def test_read_weights_refuses_another_file():
-    bad = struct.pack("<I", 2) + b"{}"
-    with pytest.raises(ValueError, match="capsedu-inpage-1"):
-        read_weights(bad)
-
-
-def test_written_files_match_the_sizes_the_panel_shows(model, digits, tmp_path):
+def test_panel_carries_the_predicted_capsules_the_images_and_the_files_sizes(model, digits, tmp_path):
+    panel = inpage_panel(model, digits, digits[:3])
     sizes = write_weight_files(model, tmp_path)
-    assert sizes == {p.name: p.stat().st_size for p in tmp_path.iterdir()}
-    panel = inpage_panel(model, digits, digits[:3])
-    assert panel.data["files"] == sizes
-
-
-def test_panel_carries_the_predicted_capsules_and_the_images(model, digits):
-    panel = inpage_panel(model, digits, digits[:3])
+    assert sizes == {p.name: p.stat().st_size for p in tmp_path.iterdir()} == panel.data["files"]
     with torch.no_grad():
         capsules = model.capsules(digits)
     labels = safe_norm(capsules, dim=-1).argmax(dim=1)
@@ -124,8 +114,5 @@ def test_panel_html_loads_the_script_from_the_book_only(model, digits):
     assert "http" not in page and "data-content_root" in page and f"_static/{SCRIPT}" in page
     assert page.count("</script>") == 2                                       # data and loader only
     assert (ROOT / "book" / "_static" / SCRIPT).is_file()
-
-
-def test_panel_rejects_a_non_capsnet(digits):
     with pytest.raises(TypeError, match="CapsNet"):
         inpage_panel(torch.nn.Linear(2, 2), digits, digits)

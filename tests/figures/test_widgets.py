@@ -13,7 +13,6 @@ from cli_helpers import decode_png
 import capsedu
 from capsedu.core.routing import dynamic_routing
 from capsedu.core.squashing import NORM_COMPRESSIONS, squash
-from capsedu.data.mnist import load_dataset
 from capsedu.figures.frames import (
     PAPER_DELTAS,
     perturb,
@@ -43,8 +42,8 @@ def model():
 
 
 @pytest.fixture(scope="module")
-def images():
-    return load_dataset("mnist", source="sample", verbose=False).x_test[:3]
+def images(mnist_sample):
+    return mnist_sample.x_test[:3]
 
 
 @pytest.fixture(scope="module")
@@ -149,7 +148,7 @@ def test_routing_explorer_controls(model, images):
 
 
 # ---------------------------------------------------------------- squash
-def test_squash_curves_are_the_package_functions():
+def test_squash_curves_are_the_package_functions_and_the_explorer_draws_them():
     c = squash_curves(0.5, example=None)
     n = torch.tensor(c["n"])
     assert np.allclose(c["su"], NORM_COMPRESSIONS["su"](n).numpy(), atol=1e-6)
@@ -157,10 +156,7 @@ def test_squash_curves_are_the_package_functions():
     assert np.allclose(c["tanh"], np.tanh(c["n"]), atol=1e-6)
     one = squash_curves(0.5, example=1.3)
     assert one["squash"][0] == pytest.approx(squash(torch.tensor([1.3, 0.0]), k=0.5).norm().item(), abs=1e-6)
-
-
-def test_squash_explorer_slider_and_checkboxes():
-    w = squash_explorer()
+    w = squash_explorer()                                           # its slider and checkboxes
     w.k.value = 0.5
     assert np.allclose(w.plot.state["curves"]["squash"], squash_curves(0.5)["squash"])
     w.boxes["tanh"].value = True

@@ -7,7 +7,6 @@ import torch
 
 from capsedu.runtime.stored import read_runs
 from capsedu.core.params import count_parameters
-from capsedu.core.routing import dynamic_routing
 from capsedu.methods.attention import (
     DepthwisePrimaryCapsules,
     SelfAttentionCapsules,
@@ -139,6 +138,9 @@ def test_inverse_temperature_rises():
 
 
 @pytest.mark.parametrize("call, match", [
+    (lambda: DepthwisePrimaryCapsules(100, 9, 8), "multiple of capsule_dim"),
+    (lambda: SelfAttentionCapsules()(torch.rand(2, 10, 8)), r"\(batch, 16, 8\)"),
+    (lambda: self_attention_routing(torch.rand(2, 3, 4)), "u_hat must"),
     (lambda: em_routing(torch.randn(2, 3, 4), torch.rand(2, 3), torch.zeros(4), torch.zeros(4)), "votes must"),
     (lambda: em_routing(torch.randn(2, 3, 4, 16), torch.rand(2, 4), torch.zeros(4), torch.zeros(4)),
      "activations must"),
@@ -146,7 +148,7 @@ def test_inverse_temperature_rises():
     (lambda: em_routing(torch.randn(2, 3, 4, 16), torch.rand(2, 3), torch.zeros(4), torch.zeros(4), 0),
      "iterations"),
 ])
-def test_em_routing_bad_input(call, match):
+def test_em_and_attention_routing_bad_input(call, match):
     with pytest.raises(ValueError, match=match):
         call()
 
@@ -183,16 +185,12 @@ def test_conv_caps_votes_follow_the_windows():
 
 
 # ---------------------------------------------------------------- self-attention routing
-def test_efficient_squash_formula_and_zero():
+def test_efficient_squash_and_self_attention_match_their_formulas():
     s = torch.tensor([[3.0, 4.0], [0.0, 0.0]], requires_grad=True)
     v = efficient_squash(s)
-    assert v[0].norm().item() == pytest.approx(1 - math.exp(-5.0), rel=1e-5)
-    assert v[1].abs().sum() == 0
+    assert v[0].norm().item() == pytest.approx(1 - math.exp(-5.0), rel=1e-5) and v[1].abs().sum() == 0
     v.sum().backward()
-    assert torch.isfinite(s.grad).all()
-
-
-def test_self_attention_matches_the_pairwise_formula():
+    assert torch.isfinite(s.grad).all()                              # finite at zero
     torch.manual_seed(0)
     u_hat = torch.randn(2, 6, 4, 8)
     bias = 0.1 * torch.randn(6, 4)
@@ -221,33 +219,14 @@ def test_efficient_capsnet_has_161824_parameters():
         model(torch.rand(1, 1, 40, 40))
 
 
-def test_attention_layers_reject_bad_shapes():
-    with pytest.raises(ValueError, match="multiple of capsule_dim"):
-        DepthwisePrimaryCapsules(100, 9, 8)
-    with pytest.raises(ValueError, match=r"\(batch, 16, 8\)"):
-        SelfAttentionCapsules()(torch.rand(2, 10, 8))
-    with pytest.raises(ValueError, match="u_hat must"):
-        self_attention_routing(torch.rand(2, 3, 4))
-
-
-# ---------------------------------------------------------------- no routing
-def test_one_iteration_is_uniform_coupling():
-    torch.manual_seed(0)
-    u_hat = torch.randn(2, 5, 3, 4)
-    v, history = dynamic_routing(u_hat, iterations=1, return_history=True)
-    torch.testing.assert_close(history[0], torch.full((2, 5, 3), 1 / 3))
-    from capsedu.core.squashing import squash
-    torch.testing.assert_close(v, squash(u_hat.sum(dim=1) / 3))
-
-
+# no routing (one iteration, uniform coupling): test_core's uniform start, test_two_digits' controls
 # ---------------------------------------------------------------- the comparison
 TINY = dict(seeds=(0,), epochs=1, batch_size=8, n_train=16, n_test=16, cost_repeats=1)
 
 
 @pytest.fixture(scope="module")
-def sample():
-    from capsedu.data.mnist import load_dataset
-    return load_dataset("mnist", "sample", verbose=False)
+def sample(mnist_sample):
+    return mnist_sample
 
 
 @pytest.fixture(scope="module")

@@ -110,24 +110,28 @@ def refused_naming(folder: Path, name: str):
     assert name in str(err.value) and len(str(err.value).splitlines()) == 1
 
 
-def test_a_run_file_copied_beside_itself_is_named_not_counted_twice(stored_x):
-    shutil.copy(stored_x / "cnn-seed0.json", stored_x / "cnn-seed0 (1).json")
-    refused_naming(stored_x, "cnn-seed0 (1).json")
+@pytest.mark.parametrize("copy", ["cnn-seed0 (1).json",    # copied beside itself: named, not counted twice
+                                  "cnn-seed1.json"])       # holding another run's record
+def test_a_copied_run_file_is_named(stored_x, copy):
+    shutil.copy(stored_x / "cnn-seed0.json", stored_x / copy)
+    refused_naming(stored_x, copy)
 
 
-def test_a_run_file_holding_another_runs_record_is_named(stored_x):
-    shutil.copy(stored_x / "cnn-seed0.json", stored_x / "cnn-seed1.json")
-    refused_naming(stored_x, "cnn-seed1.json")
-
-
-def test_a_stored_run_missing_a_field_is_one_line_naming_file_and_field_before_training(tmp_path, capsys):
-    assert run(capsys, *SMOKE, "--seeds", "0", "1", "--out", str(tmp_path))[0] == 0
-    data = read_stored(tmp_path / "seed0.json")
+def test_a_stored_run_missing_a_field_is_one_line_naming_file_and_field(tmp_path, capsys, monkeypatch):
+    """Resuming refuses before training; the chapters' reader falls back to the live preview."""
+    monkeypatch.setattr(results, "results_dir", lambda: tmp_path)
+    out = tmp_path / "multimnist"
+    assert run(capsys, *SMOKE, "--seeds", "0", "1", "--out", str(out))[0] == 0
+    assert results.stored_or_preview("multimnist")[1] is None
+    data = read_stored(out / "seed1.json")
     del data["run"]["error"]
-    write_stored(data, tmp_path / "seed0.json")            # sealed again: only the missing field is wrong
-    code, _, err = run(capsys, *SMOKE, "--seeds", "0", "1", "2", "--out", str(tmp_path))
-    assert code == 1 and len(err) == 1 and "seed0.json" in err[0] and "'error'" in err[0], err
-    assert not (tmp_path / "seed2.json").exists()
+    write_stored(data, out / "seed1.json")                 # sealed again: only the missing field is wrong
+    code, _, err = run(capsys, *SMOKE, "--seeds", "0", "1", "2", "--out", str(out))
+    assert code == 1 and len(err) == 1 and "seed1.json" in err[0] and "'error'" in err[0], err
+    assert not (out / "seed2.json").exists()
+    data, note = results.stored_or_preview("multimnist")
+    assert data is None and len(note.splitlines()) == 1 and "live preview" in note, note
+    assert str(out / "seed1.json") in note and "'error'" in note, note
 
 
 def test_a_folder_removed_while_training_still_gets_its_run(tmp_path, capsys, monkeypatch):
@@ -169,18 +173,6 @@ def test_a_kill_between_multimnist_weights_and_its_run_file_resumes_without_fres
                                  tmp_path) is not None       # its weights, written again, pass their sha256
     state = torch.load(tmp_path / "multimnist_seed0.pt", weights_only=True)
     assert all(v.dtype == torch.float16 for v in state.values())
-
-
-def test_the_chapters_reader_names_a_stored_run_file_that_lacks_a_field(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(results, "results_dir", lambda: tmp_path)
-    assert run(capsys, *SMOKE, "--seeds", "0", "1", "--out", str(tmp_path / "multimnist"))[0] == 0
-    assert results.stored_or_preview("multimnist")[1] is None
-    data = read_stored(tmp_path / "multimnist" / "seed1.json")
-    del data["run"]["error"]
-    write_stored(data, tmp_path / "multimnist" / "seed1.json")
-    data, note = results.stored_or_preview("multimnist")
-    assert data is None and len(note.splitlines()) == 1 and "live preview" in note, note
-    assert str(tmp_path / "multimnist" / "seed1.json") in note and "'error'" in note, note
 
 
 def test_ctrl_c_after_torchrun_returned_reaches_the_command(tmp_path, capsys, monkeypatch):

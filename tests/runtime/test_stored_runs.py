@@ -37,9 +37,8 @@ def stored(run=None, **extra):
 
 
 @pytest.fixture(scope="module")
-def digits():
-    from capsedu.data.mnist import load_dataset
-    return load_dataset("mnist", source="sample", verbose=False)
+def digits(mnist_sample):
+    return mnist_sample
 
 
 # ---------------------------------------------------------------- the format

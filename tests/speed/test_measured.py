@@ -32,6 +32,8 @@ def test_no_shift_is_exact_and_no_rotation_is_no_scaling():
     assert torch.allclose(still, transform_digits(x, "scale", 1.0), atol=1e-6)
     assert torch.allclose(still.sum(dim=(-2, -1)), x.sum(dim=(-2, -1)), rtol=1e-4)  # no ink lost
     assert 0 < (still - x).abs().max() < 0.5
+    # a quarter turn is anticlockwise and exact
+    assert torch.allclose(transform_digits(x, "rotate", 90), torch.rot90(still, 1, dims=(-2, -1)), atol=1e-5)
 
 
 def test_whole_pixel_shifts_copy_pixels_like_the_data_shift():
@@ -39,12 +41,6 @@ def test_whole_pixel_shifts_copy_pixels_like_the_data_shift():
     for px in (-3, 2):
         want = shift_images(x, torch.zeros(len(x), dtype=torch.long), torch.full((len(x),), px))
         assert torch.allclose(transform_digits(x, "shift", px), want, atol=1e-5)
-
-
-def test_a_quarter_turn_is_anticlockwise_and_exact():
-    x, _ = blobs()
-    still = transform_digits(x, "rotate", 0.0)
-    assert torch.allclose(transform_digits(x, "rotate", 90), torch.rot90(still, 1, dims=(-2, -1)), atol=1e-5)
 
 
 def test_rotations_soften_the_strokes_as_much_as_no_rotation():
@@ -84,6 +80,8 @@ def test_equivariance_curves_at_zero_and_under_whole_pixel_shifts():
     np.testing.assert_allclose(curves["drift"][amounts.index(1)], 1.0, atol=1e-5)
     # conv1 is equivariant to whole-pixel shifts: the same strokes light other units
     assert (curves["map_cosine"][[0, 2]] < 0.99).all()
+    with pytest.raises(ValueError, match="above"):                     # the reference step must be positive
+        equivariance_curves(model, x, y, "rotate", [-10, 0])
 
 
 def test_a_trained_cnn_adds_its_last_hidden_layer_curves():
@@ -104,11 +102,6 @@ def test_a_trained_cnn_adds_its_last_hidden_layer_curves():
     assert not set(CNN_CURVES) & set(equivariance_curves(model, x, y, "rotate", [0, 10]))
 
 
-def test_equivariance_curves_need_a_positive_reference():
-    with pytest.raises(ValueError, match="above"):
-        equivariance_curves(small_capsnet(), *blobs(), "rotate", [-10, 0])
-
-
 def test_first_iteration_is_uniform_and_accuracy_matches_the_model_routed_that_long():
     model, (x, y) = small_capsnet(), blobs(8)
     stats = routing_statistics(model, x, y, iterations=(1, 2, 3), batch_size=3)
@@ -124,10 +117,6 @@ def test_first_iteration_is_uniform_and_accuracy_matches_the_model_routed_that_l
         np.testing.assert_array_equal(stats[r]["correct"], want)
         assert (stats[r]["max_c"] >= stats[r]["true_c"] - 1e-7).all()               # the true class is one j
         assert (stats[r]["entropy"] <= math.log(10) + 1e-5).all()
-
-
-def test_routing_statistics_refuse_mismatched_labels():
-    model, (x, y) = small_capsnet(), blobs(4)
     with pytest.raises(ValueError, match="labels"):
         routing_statistics(model, x, y[:3])
     with pytest.raises(ValueError, match="iterations"):

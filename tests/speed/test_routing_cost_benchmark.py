@@ -1,23 +1,16 @@
 """benchmarks/routing_cost.py: chapter 10's cost verdict pairs its rounds, so each method must have
 one timing per round, in the stored JSON the chapter reads."""
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+from cli_helpers import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def load_script():
-    spec = importlib.util.spec_from_file_location("routing_cost", ROOT / "benchmarks" / "routing_cost.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_every_method_has_one_timing_per_round(capsys):
-    bench = load_script()
+    bench = load_script("benchmarks/routing_cost.py")
     bench.main(["--rounds", "2", "--repeats", "1", "--batch", "2", "--methods", "dynamic", "none", "attention"])
     out = json.loads(capsys.readouterr().out)
     assert out["benchmark"] == "routing_cost" and out["rounds"] == 2 and out["batch"] == 2
@@ -38,7 +31,7 @@ def test_every_method_has_one_timing_per_round(capsys):
 
 def test_one_round_is_refused():
     with pytest.raises(SystemExit):
-        load_script().main(["--rounds", "1"])
+        load_script("benchmarks/routing_cost.py").main(["--rounds", "1"])
 
 
 def test_the_stored_benchmark_is_what_chapter_10_reads():

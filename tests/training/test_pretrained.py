@@ -7,7 +7,6 @@ import torch
 
 from capsedu.core.capsnet import CapsNet
 from capsedu.core.params import count_parameters
-from capsedu.data.mnist import load_dataset
 from capsedu.training.evaluation import evaluate
 from capsedu.training.pretrained import WEIGHTS_NAME, load_capsnet, weights_info
 
@@ -37,8 +36,8 @@ def test_load_capsnet_is_the_paper_model_in_eval_mode():
     assert next(model.parameters()).dtype == torch.float32
 
 
-def test_pretrained_accuracy_on_200_test_digits():
-    data = load_dataset("mnist", source="sample", verbose=False)
+def test_pretrained_accuracy_on_200_test_digits(mnist_sample):
+    data = mnist_sample
     result = evaluate(load_capsnet(), data.x_test[:200], data.y_test[:200])
     print(f"pretrained accuracy on the first 200 test digits: {result['accuracy']:.3f}")
     assert result["accuracy"] > 0.97

@@ -35,12 +35,9 @@ def tiny_capsnet(**kw):
 
 
 @pytest.fixture(scope="module")
-def digits():
+def digits(mnist_sample):
     """600 training and 300 test digits of the embedded MNIST sample."""
-    data = pytest.importorskip("capsedu.data.mnist")
-    if not hasattr(data, "load_dataset"):
-        pytest.skip("capsedu.data.mnist.load_dataset not written yet")
-    d = data.load_dataset("mnist", source="sample", device="cpu", verbose=False)
+    d = mnist_sample
     return SimpleNamespace(x_train=d.x_train[:600], y_train=d.y_train[:600],
                            x_test=d.x_test[:300], y_test=d.y_test[:300], name="mnist", source="sample")
 
