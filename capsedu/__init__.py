@@ -95,4 +95,4 @@ MODE_TABLE = (
      "about 5 min on a T4"),
     ("full", "opt-in: longer runs (chapter 5: 30 epochs)", "all of MNIST", "10-30 min on a T4 (estimated)"),
 )
-MODE_UNSET = "`gpu` where a CUDA or MPS device is present, else `quick`"  # what current_mode() returns unset
+MODE_UNSET = "`gpu` where a CUDA or MPS (Apple GPU) device is present, else `quick`"  # what current_mode() returns unset
