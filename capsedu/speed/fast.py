@@ -12,7 +12,7 @@ same gradients:
   it is off by default and chapter 8 measures what it costs in accuracy.
 - ``accelerate(model)``: runs each routed capsule layer's votes and routing as one
   function with a hand-derived backward (``capsedu.speed.routing.votes_and_routing``:
-  it keeps û out of the autograd graph), ``fused_routing`` where the layer is asked for
+  it never makes û; its elementwise passes compiled with ``compile_routing``), ``fused_routing`` where the layer is asked for
   its history or for ``detach_inner``, runs the primary capsules' convolution as matrix products on the CPU
   (``capsedu.speed.gemm_conv``) and, on CUDA, stores convolutions channels-last.
 
@@ -29,7 +29,7 @@ from torch import nn
 from capsedu.core.layers import DenseCapsules, PrimaryCapsules, SharedCapsules
 from capsedu.core.routing import dynamic_routing
 from capsedu.speed.gemm_conv import GemmConv2d
-from capsedu.speed.routing import votes_and_routing
+from capsedu.speed.routing import dispatch_mode_active, votes_and_routing
 
 __all__ = ["fused_routing", "accelerate"]
 
@@ -43,12 +43,6 @@ def _compiled_loop():
 # unrolled); dynamo's default of 8 graphs per function is too few for a notebook that
 # compares them. The higher limit applies only while fused routing runs.
 RECOMPILE_LIMIT = 64
-
-
-def _dispatch_mode_active() -> bool:
-    """True inside a torch dispatch mode (e.g. FlopCounterMode), which torch.compile does not support."""
-    from torch.utils._python_dispatch import _get_current_dispatch_mode
-    return _get_current_dispatch_mode() is not None
 
 
 _compile_failed = False
@@ -69,7 +63,7 @@ def fused_routing(u_hat: torch.Tensor, iterations: int = 3, mode: str = "hinton"
     dynamic_routing(u_hat[:0], iterations, mode)  # its argument check, eagerly, on an empty batch (no work)
     # Without autograd, detaching changes nothing: one compiled variant fewer.
     args = (iterations, mode, False, float(squash_k), bool(detach_inner) and torch.is_grad_enabled())
-    if compile and not _compile_failed and not _dispatch_mode_active():
+    if compile and not _compile_failed and not dispatch_mode_active():
         if u_hat.device.type == "cpu":
             # The votes copied with i innermost: the compiled CPU kernels then vectorise routing's
             # sums over i, where with core's layout they sum 16 numbers per vote (the whole step
@@ -97,7 +91,8 @@ class _VotesAndRouting:
     def forward(self, u, return_history=False):
         if return_history:
             return super().forward(u, return_history)
-        return votes_and_routing(u, self.weight, self.iterations, self.routing, self.squash_k)
+        return votes_and_routing(u, self.weight, self.iterations, self.routing, self.squash_k,
+                                 compile=self.compile_routing)
 
 
 class FastDenseCapsules(_VotesAndRouting, DenseCapsules):
@@ -137,7 +132,7 @@ def accelerate(model: nn.Module, compile_routing: bool = True, detach_inner: boo
     for m in routed:
         m.fast_routing = router
         if fuse_votes and not detach_inner and type(m) in FAST_LAYERS:
-            m.__class__ = FAST_LAYERS[type(m)]
+            m.__class__, m.compile_routing = FAST_LAYERS[type(m)], compile_routing
     if gemm_conv:
         for m in model.modules():
             if isinstance(m, PrimaryCapsules) and type(m.conv) is nn.Conv2d:

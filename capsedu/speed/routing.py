@@ -1,25 +1,33 @@
-"""Votes and routing as one autograd function that keeps little for its backward.
+"""Votes and routing as one autograd function that never makes the votes.
 
 Core computes the votes û_{j|i} = W_ij u_i (``DenseCapsules``; ``SharedCapsules``: W_j u_i)
 and routes them with ``capsedu.core.routing.dynamic_routing``; autograd then keeps û and
-every iteration's tensors. ``votes_and_routing`` gives the same capsules and gradients but
-keeps only u, W, each iteration's s_j (B x N_out x D, tiny) and logits b_ij (1/D of û each),
-and recomputes û from u and W in the backward, which is derived by hand (chapter 8):
+every iteration's tensors. ``votes_and_routing`` gives the same capsules and gradients
+without ever making û: routing only takes sums over û, and û is linear in u and in W, so
+each sum is a sum over u and W (chapter 8 derives it):
 
-    forward, r = 1..R:  c^r = softmax_j(b^r),  s^r = Σ_i c^r û,  v^r = squash(s^r),
-                        b^{r+1} = b^r + <û, v^r>       (Su: b^{r+1} = <û, v^r>)
-    backward, r = R..1: gv^r = ∂L/∂v^R if r = R, else Σ_i g^{r+1} û
-                        gs^r = squash'(s^r) gv^r,   gc^r = <û, gs^r>
-                        g^r  = c^r (gc^r - Σ_j c^r gc^r) [+ g^{r+1}, the paper's update]
-                        ∂L/∂û = Σ_r c^r gs^r + Σ_{r<R} g^{r+1} v^r
+    s_j = Σ_i c_ij û_j|i = Σ_{i,e} (c_ij u_ie) W_ij[:, e]    a matrix product of c*u with W
+    <û_j|i, v_j> = Σ_e u_ie (W_ij^T v_j)_e                   a matrix product W^T v, then Σ_e
 
-g^r is ∂L/∂b^r (Su's updates replace b, so they drop the + g^{r+1}; his March update
-uses s/|s| for v^r, r < R). ∂L/∂û, made a few capsules at a time and never stored
-whole, goes through the votes' product to ∂L/∂u and ∂L/∂W. Passes over û: the forward
-writes it once and reads it 2R - 1 times, the backward writes it once and reads it
-2(R - 1) times. Every mode of ``ROUTING_MODES`` is supported.
+so routing's passes read c*u or W^T v (N_out x E x N_in x B: E/D of û's bytes, half for
+the paper's 8-D and 16-D capsules), and the products are whole-batch matrix products.
+The backward, r = R..1 (g^r = ∂L/∂b^r; Su's updates replace b, so they drop the + g^{r+1}):
+
+    gv^r = ∂L/∂v^R if r = R, else Σ_{i,e} (g^{r+1} u)_ie W_ij[:, e]     (as s, g for c)
+    gs^r = squash'(s^r) gv^r,   gc^r = Σ_e u_ie (W_ij^T gs^r)_e        (as the agreement)
+    g^r  = c^r (gc^r - Σ_j c^r gc^r) [+ g^{r+1}, the paper's update]
+    ∂L/∂u_i  = Σ_r Σ_j c^r_ij W_ij^T gs^r_j + Σ_{r<R} Σ_j g^{r+1}_ij W_ij^T v^r_j
+    ∂L/∂W_ij = Σ_b [Σ_r c^r_ij gs^r_j + Σ_{r<R} g^{r+1}_ij v^r_j] u_i^T
+
+It keeps u, W, each iteration's s_j (B x N_out x D) and couplings c_ij (1/(D E) of û).
+Every mode of ``ROUTING_MODES`` is supported. Inside, tensors are laid out (J, E, I, B)
+(j outermost for the products, the batch innermost for the elementwise passes), u as
+(E, I, B) and W as Wt (J, E*I, D).
 """
 from __future__ import annotations
+
+import functools
+import warnings
 
 import torch
 
@@ -35,26 +43,11 @@ def _at_least_float32(dtype):
     return torch.promote_types(dtype, torch.float32)
 
 
-# û and its gradient are made a few input capsules at a time, a chunk small enough to
-# stay in the cache: the product's output and its copy into routing's layout, and each
-# chunk of ∂L/∂û between the product that makes it and the two that read it, never take
-# a pass to memory.
-CHUNK_BYTES = 4 << 20
-
-
-def _votes(u, W):
-    """û (B, N_out, N_in, D) of u (B, I, E) and W (I, J, D, E) or (J, D, E), both in the
-    votes' dtype: j-major as core stores it, the order routing's sums read."""
-    B, I, E = u.shape
-    J, D = W.shape[-3:-1]
-    out = u.new_empty(B, J, I, D)
-    w = W.reshape(-1, J * D, E).transpose(1, 2)                 # (I or 1, E, J*D)
-    ut = u.transpose(0, 1)                                      # (I, B, E)
-    n = max(1, CHUNK_BYTES // (B * J * D * u.dtype.itemsize))
-    for i in (slice(i, min(i + n, I)) for i in range(0, I, n)):
-        y = ut[i] @ (w[i] if W.dim() == 4 else w)               # (n, B, J*D)
-        out[:, :, i] = y.view(-1, B, J, D).permute(1, 2, 0, 3)
-    return out
+def _sum(x, dim=0, dtype=None):
+    """x summed over a short dim (the 10 outputs j, the 8 input dims e) as one elementwise
+    sum of its slices: the compiler's CPU kernels for these sums were 5-200x slower."""
+    x = x.unbind(dim)
+    return sum((a.to(dtype) for a in x[1:]), x[0].to(dtype))
 
 
 def _squash(s, k):
@@ -74,87 +67,149 @@ def _squash_grad(s, gv, k):
 
 
 def _unit(s):
-    """F.normalize(s, dim=-1) and the length it divided by."""
-    d = s.norm(dim=-1, keepdim=True).clamp_min(NORM_EPS)
-    return s / d, d
+    """F.normalize(s, dim=-1)."""
+    return s / s.norm(dim=-1, keepdim=True).clamp_min(NORM_EPS)
 
 
 def _unit_grad(s, gv):
-    v, d = _unit(s)
-    on = (s.norm(dim=-1, keepdim=True) > NORM_EPS).to(s.dtype)  # where the clamp is off
-    return (gv - on * v * (v * gv).sum(-1, keepdim=True)) / d
+    n = s.norm(dim=-1, keepdim=True)
+    v, on = s / n.clamp_min(NORM_EPS), (n > NORM_EPS).to(s.dtype)   # on: the clamp is off
+    return (gv - on * v * (v * gv).sum(-1, keepdim=True)) / n.clamp_min(NORM_EPS)
 
 
-def _route(u_hat, iterations, mode, k):
-    """Forward routing of û (B, J, I, D): v^R, each s^r (float32) and each logits b^r, r >= 2."""
-    t, acc = u_hat.dtype, _at_least_float32(u_hat.dtype)
-    b = u_hat.new_zeros(u_hat.shape[:3], dtype=acc)               # (B, J, I)
-    ss, bs = [], []
+def _v(s, mode, k, last):
+    return _unit(s) if mode == "su-march" and not last else _squash(s, k)[0]
+
+
+# The elementwise passes over (J, E, I, B) tensors. Eager, each makes temporaries;
+# compiled (``compile=True``), each is one kernel that reads or writes such a tensor once.
+def _times_u(a, u):
+    """a_ji u_ie (J, E, I, B) of a (J, I, B) and u (E, I, B)."""
+    return a.to(u.dtype).unsqueeze(1) * u
+
+
+def _dot_u(w, u):
+    """Σ_e w_jie u_ie (J, I, B), float32, of w (J, E, I, B) and u (E, I, B)."""
+    return _sum(w * u, 1, _at_least_float32(u.dtype))
+
+
+def _sum_j_times(a, w):
+    """Σ_j a_ji w_jie (E, I, B), float32, of a (J, I, B) and w (J, E, I, B)."""
+    return _sum(a.to(w.dtype).unsqueeze(1) * w, 0, _at_least_float32(w.dtype))
+
+
+def _sum_j_and_dot(a, w, u):
+    """_sum_j_times(a, w) and _dot_u(w, u) in one pass over w."""
+    return _sum_j_times(a, w), _dot_u(w, u)
+
+
+def _sum_j(w):
+    return _sum(w, 0, _at_least_float32(w.dtype))
+
+
+PASSES = (_times_u, _dot_u, _sum_j, _sum_j_times, _sum_j_and_dot)
+
+
+def _times_W(Wt, x):
+    """Σ_{i,e} x_jie W_ij[:, e] (J, B, D) of x (J, E, I, B)."""
+    return torch.bmm(Wt.transpose(1, 2), x.flatten(1, 2)).transpose(1, 2)
+
+
+def _W_times(Wt, y, u):
+    """W_ij^T y_j (J, E, I, B) of y (J, B, D)."""
+    return torch.bmm(Wt, y.transpose(1, 2)).view(len(Wt), *u.shape)
+
+
+def _route(ops, u, Wt, iterations, mode, k):
+    """v^R (J, B, D), each s^r (float32) and each c^r, r >= 2 (J, I, B), of u (E, I, B)."""
+    acc = _at_least_float32(u.dtype)
+    ss, cs, b = [], [], None
     for r in range(1, iterations + 1):
-        c = torch.softmax(b, dim=1)
-        s = (c.to(t).unsqueeze(2) @ u_hat).squeeze(2).to(acc)    # Σ_i c_ij û: (B, J, D)
-        ss.append(s)
+        if r == 1:   # c^1 = 1/J for every j: one product for all j
+            s = torch.einsum("kb,jkd->jbd", u.flatten(0, 1), Wt) / len(Wt)
+        else:
+            cs.append(torch.softmax(b, dim=0))
+            s = _times_W(Wt, ops._times_u(cs[-1], u))                  # Σ_i c_ij û_j|i
+        ss.append(s.to(acc))
         last = r == iterations
-        v = _unit(s)[0] if mode == "su-march" and not last else _squash(s, k)[0]
+        v = _v(ss[-1], mode, k, last)
         if not last:
-            a = (u_hat @ v.to(t).unsqueeze(-1)).squeeze(-1).to(acc)  # <û, v_j>: (B, J, I)
-            b = b + a if mode == "hinton" else a
-            bs.append(b)
-    return v, ss, bs
+            a = ops._dot_u(_W_times(Wt, v.to(u.dtype), u), u)           # <û_j|i, v_j>
+            b = b + a if mode == "hinton" and b is not None else a
+    return v, ss, cs
 
 
-def _route_backward(u_hat, gv_out, ss, bs, iterations, mode, k):
-    """∂L/∂û from ∂L/∂v^R, differentiating through every iteration, as the terms of
-    Σ_m alpha[..., m] (B, J, I) ⊗ x[:, :, m] (B, J, D): ∂L/∂û itself is never stored."""
-    t, acc = u_hat.dtype, _at_least_float32(u_hat.dtype)
-    alpha = u_hat.new_empty(*u_hat.shape[:3], 2 * iterations - 1)   # (B, J, I, M)
-    vectors = []
-    g_next = None                  # ∂L/∂b^{r+1}
+def _route_backward(ops, u, Wt, gv, ss, cs, iterations, mode, k):
+    """∂L/∂u (E, I, B) and ∂L/∂W as Wt, float32 at least, from gv = ∂L/∂v^R (J, B, D)."""
+    t, acc = u.dtype, _at_least_float32(u.dtype)
+    gu = u.new_zeros(u.shape, dtype=acc)
+    gW = Wt.new_zeros(Wt.shape, dtype=acc)
+    g_next = None                                      # ∂L/∂b^{r+1}
     for r in range(iterations, 0, -1):
         s, last = ss[r - 1], r == iterations
-        if last:
-            gv = gv_out
-        else:   # v^r feeds only the agreement <û, v^r> that makes b^{r+1}
-            v = _unit(s)[0] if mode == "su-march" else _squash(s, k)[0]
-            alpha[..., len(vectors)] = g_next
-            vectors.append(v)
-            gv = (g_next.to(t).unsqueeze(2) @ u_hat).squeeze(2).to(acc)  # Σ_i g û
-        march = mode == "su-march" and not last
-        gs = _unit_grad(s, gv) if march else _squash_grad(s, gv, k)
+        if not last:   # v^r feeds only the agreement that makes b^{r+1}
+            v, gx = _v(s, mode, k, False).to(t), ops._times_u(g_next, u)
+            gv = _times_W(Wt, gx).to(acc)
+            gW += torch.bmm(gx.flatten(1, 2), v)
+            gu += ops._sum_j_times(g_next, _W_times(Wt, v, u))
+        gs = (_unit_grad(s, gv) if mode == "su-march" and not last
+              else _squash_grad(s, gv, k)).to(t)
+        wg = _W_times(Wt, gs, u)                                        # W^T gs
         if r > 1:
-            c = torch.softmax(bs[r - 2], dim=1)
-            alpha[..., len(vectors)] = c
-            gc = (u_hat @ gs.to(t).unsqueeze(-1)).squeeze(-1).to(acc)  # <û, gs_j>
-            g = c * (gc - (c * gc).sum(1, keepdim=True))               # softmax over j
+            c = cs[r - 2]
+            gu_r, gc = ops._sum_j_and_dot(c, wg, u)
+            gu += gu_r
+            gW += torch.bmm(ops._times_u(c, u).flatten(1, 2), gs)
+            g = c * (gc - _sum(c * gc))                                 # softmax over j
             g_next = g + g_next if mode == "hinton" and not last else g
-        else:
-            alpha[..., len(vectors)] = 1.0 / u_hat.shape[1]            # c^1: uniform
-        vectors.append(gs)
-    return alpha, torch.stack(vectors, -2).to(t)                       # x: (B, J, M, D)
+        else:          # c^1 = 1/J
+            gu += ops._sum_j(wg) / len(Wt)
+            gW += torch.einsum("kb,jbd->jkd", u.flatten(0, 1), gs) / len(Wt)
+    return gu, gW
 
 
-def _votes_backward(u, W, alpha, x, need_u, need_W):
-    """∂L/∂u and ∂L/∂W from ∂L/∂û = alpha @ x, a few input capsules i at a time: each
-    chunk of ∂L/∂û gives its rows of ∂L/∂u and, for a dense W, of ∂L/∂W whole. u and W
-    come in the votes' dtype; ∂L/∂W is summed in float32 at least."""
-    B, J, I, _ = alpha.shape
-    D, E = W.shape[-2:]
-    dense = W.dim() == 4
-    w = W.reshape(-1, J * D, E)                # (I, J*D, E), or (1, J*D, E) shared
-    ut = u.transpose(0, 1)                     # (I, B, E)
-    gu = torch.empty_like(u) if need_u else None
-    gW = w.new_zeros(w.shape, dtype=_at_least_float32(W.dtype)) if need_W else None
-    n = max(1, CHUNK_BYTES // (B * J * D * u.dtype.itemsize))
-    for i in (slice(i, min(i + n, I)) for i in range(0, I, n)):
-        g_hat = alpha[:, :, i] @ x                                   # ∂L/∂û: (B, J, n, D)
-        g_hat = g_hat.permute(2, 0, 1, 3).reshape(-1, B, J * D)     # (n, B, J*D), in cache
-        if need_u:
-            gu[:, i] = (g_hat @ (w[i] if dense else w)).transpose(0, 1)  # Σ_jd W ∂L/∂û
-        if need_W and dense:
-            gW[i] = g_hat.transpose(1, 2) @ ut[i]                   # Σ_b ∂L/∂û u_i^T
-        elif need_W:   # W shared by every i: a small sum over the chunks
-            gW[0] += (g_hat.transpose(1, 2) @ ut[i]).sum(0)
-    return gu, None if gW is None else gW.view(W.shape)
+def dispatch_mode_active() -> bool:
+    """True inside a torch dispatch mode (e.g. FlopCounterMode), which torch.compile does not support."""
+    from torch.utils._python_dispatch import _get_current_dispatch_mode
+    return _get_current_dispatch_mode() is not None
+
+
+class _Passes:
+    """PASSES, eager or compiled; a compiled pass falls back to eager, with one warning,
+    if compilation fails (no C++ compiler, an unsupported platform)."""
+    failed = False
+
+    def __init__(self, compile):
+        for fn in PASSES:
+            setattr(self, fn.__name__, self._compiled(fn) if compile else fn)
+
+    @staticmethod
+    def _compiled(fn):
+        compiled = torch.compile(fn)
+
+        def run(*args):
+            if not _Passes.failed and not dispatch_mode_active():
+                try:
+                    return compiled(*args)
+                except Exception as err:  # compilation problems surface at the first call
+                    _Passes.failed = True
+                    warnings.warn(f"capsedu.speed.routing: torch.compile failed ({type(err).__name__}:"
+                                  f" {err}); routing runs eagerly instead", RuntimeWarning, stacklevel=2)
+            return fn(*args)
+        return run
+
+
+@functools.lru_cache(maxsize=None)
+def _passes(compile):
+    return _Passes(compile)
+
+
+def _inside(u, W):
+    """u (B, I, E) as (E, I, B); W (I, J, D, E), or (J, D, E) shared by every i, as (J, E*I, D)."""
+    n_in = u.shape[1]
+    W = W.expand(n_in, *W.shape) if W.dim() == 3 else W
+    J, D, E = W.shape[1:]
+    return u.permute(2, 1, 0).contiguous(), W.permute(1, 3, 0, 2).reshape(J, E * n_in, D)
 
 
 def _amp_dtype(u, W):
@@ -166,36 +221,39 @@ def _amp_dtype(u, W):
 
 class VotesAndRouting(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, u, W, iterations, mode, k):
+    def forward(ctx, u, W, iterations, mode, k, compile):
         t = _amp_dtype(u, W)
         with torch.autocast(u.device.type, enabled=False):
-            v, ss, bs = _route(_votes(u.to(t), W.to(t)), iterations, mode, k)
-        ctx.save_for_backward(u, W, *ss, *bs)
-        ctx.setup = (iterations, mode, k, t)
-        return v.to(t)
+            ut, Wt = _inside(u.to(t), W.to(t))
+            v, ss, cs = _route(_passes(compile), ut, Wt, iterations, mode, k)
+        ctx.save_for_backward(ut, Wt, *ss, *cs)      # u and W as laid out, as small as u, W
+        ctx.setup = (iterations, mode, k, compile, u.dtype, W.dtype, W.shape)
+        return v.transpose(0, 1).to(t)
 
     @staticmethod
     def backward(ctx, gv):
-        iterations, mode, k, t = ctx.setup
-        u, W, *rest = ctx.saved_tensors
-        ss, bs = rest[:iterations], rest[iterations:]
-        with torch.autocast(u.device.type, enabled=False):
-            ut, Wt = u.to(t), W.to(t)
-            terms = _route_backward(_votes(ut, Wt), gv.to(_at_least_float32(t)), ss, bs,
-                                    iterations, mode, k)   # û is freed when this returns
-            gu, gW = _votes_backward(ut, Wt, *terms, *ctx.needs_input_grad[:2])
-            gu = None if gu is None else gu.to(u.dtype)
-            gW = None if gW is None else gW.to(W.dtype)
-        return gu, gW, None, None, None
+        iterations, mode, k, compile, u_dtype, W_dtype, W_shape = ctx.setup
+        ut, Wt, *rest = ctx.saved_tensors
+        with torch.autocast(ut.device.type, enabled=False):
+            gu, gW = _route_backward(_passes(compile), ut, Wt,
+                                     gv.transpose(0, 1).to(_at_least_float32(ut.dtype)),
+                                     rest[:iterations], rest[iterations:], iterations, mode, k)
+        (E, I, _), (J, D) = ut.shape, W_shape[-3:-1]
+        gW = gW.view(J, E, I, D).permute(2, 0, 3, 1)                     # (I, J, D, E)
+        gW = gW.sum(0) if len(W_shape) == 3 else gW
+        return gu.permute(2, 1, 0).to(u_dtype), gW.to(W_dtype), None, None, None, None
 
 
 def votes_and_routing(u: torch.Tensor, W: torch.Tensor, iterations: int = 3,
-                      mode: str = "hinton", squash_k: float = 1.0) -> torch.Tensor:
+                      mode: str = "hinton", squash_k: float = 1.0,
+                      compile: bool = False) -> torch.Tensor:
     """Capsules v (B, N_out, D) of primary capsules u (B, N_in, E) voting through W
     (N_in, N_out, D, E), or W (N_out, D, E) shared by every input: what
-    ``dynamic_routing(layer.predictions(u), iterations, mode, squash_k=squash_k)`` gives."""
+    ``dynamic_routing(layer.predictions(u), iterations, mode, squash_k=squash_k)`` gives.
+    ``compile=True`` runs its elementwise passes as ``torch.compile`` kernels (the first call
+    compiles, seconds; if compilation fails it warns once and runs them eagerly)."""
     if mode not in ROUTING_MODES or iterations < 1 or u.dim() != 3 or W.dim() not in (3, 4):
         raise ValueError(f"votes_and_routing: expected u (B, N_in, E), W of 3 or 4 dims, "
                          f"iterations >= 1 and a mode in {ROUTING_MODES}; got "
                          f"{tuple(u.shape)}, {tuple(W.shape)}, {iterations}, {mode!r}")
-    return VotesAndRouting.apply(u, W, int(iterations), mode, float(squash_k))
+    return VotesAndRouting.apply(u, W, int(iterations), mode, float(squash_k), bool(compile))
