@@ -8,7 +8,7 @@ from typing import Sequence
 
 __all__ = ["render_table", "noted_table", "mean_std", "fold", "COLUMN"]
 
-COLUMN = 88  # characters of the code font in the book's column (scripts/long_lines.py's limit)
+COLUMN = 88  # characters of the code font in the book's column (ruff's line-length, pyproject.toml)
 
 
 def render_table(heads: Sequence[str], rows: Sequence[Sequence], html: bool = False) -> str:
