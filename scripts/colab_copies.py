@@ -10,7 +10,7 @@ has no MyST left:
 - ``{doc}`name``` -> a link to the rendered page (``[project.urls] Documentation``), titled as the
   page is (or as the role says);
 - ``{glue:text}`name:fmt``` -> the value the book build glued (``--built``: myst-nb writes
-  ``NN_x.glue.json`` beside each executed notebook), formatted as myst-nb formats it, or, where it
+  ``NN_x.glue.json`` beside each executed notebook), formatted by myst-nb's own function, or, where it
   was not built, a pointer to the code cell that computes it;
 - a fenced directive -> an HTML ``<details>`` for a dropdown, a quotation otherwise;
 - ``<span class="html-only">...</span>``: a sentence true of the HTML pages only, left out.
@@ -27,7 +27,6 @@ tests/book/test_colab_copies.py checks that the copies hold no MyST and match th
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import re
 import sys
@@ -37,6 +36,7 @@ from pathlib import Path
 from typing import Callable
 
 import nbformat
+from myst_nb.core.variables import format_plain_text  # the HTML's formatting of a glued value
 
 ROOT = Path(__file__).resolve().parents[1]
 BOOK = ROOT / "book"
@@ -128,25 +128,6 @@ class Bibliography:
 
 
 # ---------------------------------------------------------------- glued values
-def format_glued(plain: str, spec: str) -> str:
-    """A glued value as the HTML shows it: the text/plain repr evaluated when it is a literal, then
-    formatted with ``spec`` (its last character decides int, float or str, as in myst-nb)."""
-    try:
-        value = ast.literal_eval(plain)
-    except (SyntaxError, ValueError):
-        value = plain
-    if spec == "":
-        return str(value)
-    kind = spec[-1]
-    if kind == "s":
-        value = str(value)
-    elif kind in "bcdoxX":
-        value = int(value)
-    elif kind in "eEfFgGn%":
-        value = float(value)
-    return format(value, spec)
-
-
 def escape_markdown(text: str) -> str:
     """Plain text that markdown shows as it is (a glued '2*3' must not turn into emphasis)."""
     return re.sub(r"([\\`*_<\[\]])", r"\\\1", text)
@@ -258,7 +239,7 @@ def colab_copy(source: Path, built: Path | None, bib: Bibliography):
 
     def glued(name, spec):
         if name in values:
-            return escape_markdown(format_glued(values[name], spec))
+            return escape_markdown(format_plain_text(values[name], spec))
         number = glue_cell(cells, name)
         if number is None:   # glued in a loop over names: the cell that spells the name out
             number = next((k for k, c in enumerate(code, 1) if f'"{name}"' in c.source or f"'{name}'" in c.source),

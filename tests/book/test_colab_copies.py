@@ -65,11 +65,7 @@ def test_citations_as_author_year_and_the_reference_list():
         BIB.cite("nobody2020")
 
 
-def test_glued_values_format_as_the_html_shows_them():
-    assert copies.format_glued("0.98765", ".3f") == "0.988"
-    assert copies.format_glued("161824", ",d") == "161,824"
-    assert copies.format_glued("'has not converged'", "s") == "has not converged"     # the repr's quotes go
-    assert copies.format_glued("0.25", ".0%") == "25%"
+def test_glued_text_is_escaped_for_markdown():  # its formatting is myst-nb's format_plain_text
     assert copies.escape_markdown("2*3_x") == r"2\*3\_x"
 
 
