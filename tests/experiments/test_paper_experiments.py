@@ -5,7 +5,6 @@ import pytest
 import torch
 
 from capsedu import PRESET_NAMES
-from capsedu.core.capsnet import CapsNet
 from capsedu.core.params import count_parameters
 from capsedu.experiments import ablation, multimnist, robustness
 from capsedu.experiments.multimnist import PairCapsNet
@@ -84,14 +83,6 @@ def test_matching_works_for_any_number_of_models():
     # without cnn-ce the bar is capsnet's 0.85
     assert matched(("cnn", "capsnet"), runs[:2]) == [("cnn", 3, 0.9), ("capsnet", 3, 0.85)]
     assert matched(vals, runs[1:]) == []                       # a seed without every model waits
-
-
-@pytest.mark.parametrize("size, primary", [(40, 32 * 12 * 12), (36, 32 * 10 * 10)])
-def test_capsnet_on_padded_canvases(size, primary):
-    model = CapsNet(image_size=(size, size), conv_channels=16, primary_types=32, decoder_hidden=(8,))
-    assert model.config.num_primary == primary
-    caps, lengths, recon = model(torch.rand(2, 1, size, size))
-    assert caps.shape == (2, 10, 16) and recon.shape == (2, 1, size, size)
 
 
 def test_pair_capsnet_reconstructs_each_true_digit_separately():
