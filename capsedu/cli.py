@@ -80,12 +80,12 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--root", default=None, help="data folder (default: $CAPSEDU_DATA or ~/.cache/capsedu)")
 
     from capsedu.experiments.shared.arguments import add_cli_arguments
-    from capsedu.experiments.two_digits.cli import add_cli_arguments as two_digit_arguments
+    from capsedu.experiments.two_digits.config import add_cli_arguments as two_digit_arguments
     for name, e in EXPERIMENTS.items():
         p = sub.add_parser(name, help=e.about + " (JSON)", formatter_class=fmt, description=e.about + "; the "
                            "result as JSON on stdout (and in --out). Rerun the same command to finish an "
                            "interrupted run (--fresh starts over); options override the preset.")
-        if name == "two-digits":  # its own options (capsedu.experiments.two_digits.cli)
+        if name == "two-digits":  # its own options (capsedu.experiments.two_digits.config)
             two_digit_arguments(p)
             p.set_defaults(experiment=name)
         else:

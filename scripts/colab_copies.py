@@ -2,13 +2,21 @@
 
     python scripts/colab_copies.py [--built _build/jupyter_execute/book] [--out _build/colab/book]
 
-For every ``book/*.ipynb`` (the chapters and the appendix pages) it writes a copy whose markdown has no MyST left (the conversions
-are in scripts/colab_markdown.py): citations as "(Sabour et al., 2017)" with the chapter's
-reference list at the end, ``{doc}`` links to the rendered pages (``[project.urls] Documentation``
-in pyproject.toml), glued numbers as the values of the executed notebooks in ``--built`` (the
-book build writes them there) or, where a value was not built, a pointer to the code cell that
-computes it. Cells keep their ids, order and code; the first markdown cell gains one line saying
-where the numbers in the text come from.
+For every ``book/*.ipynb`` (the chapters and the appendix pages) it writes a copy whose markdown
+has no MyST left:
+
+- ``{cite}`key``` -> "(Sabour et al., 2017)" from book/references.bib (read by pybtex, as
+  sphinxcontrib-bibtex reads it), with the chapter's reference list at the end;
+- ``{doc}`name``` -> a link to the rendered page (``[project.urls] Documentation``), titled as the
+  page is (or as the role says);
+- ``{glue:text}`name:fmt``` -> the value the book build glued (``--built``: myst-nb writes
+  ``NN_x.glue.json`` beside each executed notebook), formatted by myst-nb's own function, or, where it
+  was not built, a pointer to the code cell that computes it;
+- a fenced directive -> an HTML ``<details>`` for a dropdown, a quotation otherwise;
+- ``<span class="html-only">...</span>``: a sentence true of the HTML pages only, left out.
+
+Cells keep their ids, order and code; the first markdown cell gains one line saying where the
+numbers in the text come from.
 
 The book's Colab buttons open these copies: .github/workflows/book.yml writes them, after the
 build, to the ``colab`` branch (``book/NN_*.ipynb`` there), and ``_config.yml`` names that branch
@@ -23,13 +31,12 @@ import json
 import re
 import sys
 import tomllib
+import unicodedata
 from pathlib import Path
-from typing import Dict, Optional
+from typing import Callable
 
 import nbformat
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from colab_markdown import Bibliography, convert, escape_markdown, format_glued  # noqa: E402
+from myst_nb.core.variables import format_plain_text  # the HTML's formatting of a glued value
 
 ROOT = Path(__file__).resolve().parents[1]
 BOOK = ROOT / "book"
@@ -40,6 +47,141 @@ BUILT_NUMBERS = ("The numbers quoted in the text are those of the book's build (
 POINTERS = "Where the text quotes a computed number, a bracket names the code cell that computes it."
 
 
+ROLE = re.compile(r"\{(cite|doc|glue:text)\}`([^`]*)`")
+HTML_ONLY = re.compile(r'\s*<span class="html-only">.*?</span>', re.S)
+FENCE_OPEN = re.compile(r"^(?P<fence>`{3,}|:{3,})\{(?P<name>[\w-]+)\}[ \t]*(?P<title>.*)$")
+OPTION = re.compile(r"^:(?P<key>[\w-]+):[ \t]*(?P<value>.*)$")
+TEX_ACCENTS = {"'": "\u0301", '"': "\u0308", "`": "\u0300", "^": "\u0302", "~": "\u0303"}
+
+
+# ---------------------------------------------------------------- citations
+def detex(text: str) -> str:
+    """BibTeX text as plain Unicode: accents such as {\\'e} composed, grouping braces dropped."""
+    text = re.sub(r"\{?\\([\'\"`^~])\{?(\w)\}?\}?", lambda m: m.group(2) + TEX_ACCENTS[m.group(1)], text)
+    text = text.replace("``", "\u201c").replace("''", "\u201d").replace("--", "\u2013")
+    text = text.replace("{", "").replace("}", "")
+    return unicodedata.normalize("NFC", " ".join(text.split()))
+
+
+def parse_bib(text: str) -> dict[str, dict[str, str]]:
+    """Every entry of a .bib file (pybtex, sphinxcontrib-bibtex's parser): key -> {field: raw value};
+    the author list back in BibTeX's "Last, First and ..." form, braces kept, for ``surnames``."""
+    from pybtex.database import parse_string
+    return {key: {"type": e.type, **{k.lower(): v for k, v in e.fields.items()},
+                  **{role.lower(): " and ".join(map(str, people)) for role, people in e.persons.items()}}
+            for key, e in parse_string(text, "bibtex").entries.items()}
+
+
+def surnames(authors: str) -> list[str]:
+    """The family names of a BibTeX author list ("Sabour, Sara and Frosst, Nicholas"; "{higgsfield}")."""
+    names = []
+    for name in re.split(r"\s+and\s+", authors.strip()):
+        if name.startswith("{") and name.endswith("}"):
+            names.append(detex(name))
+        elif "," in name:
+            names.append(detex(name.split(",")[0]))
+        else:
+            names.append(detex(name).split()[-1])
+    return names
+
+
+class Bibliography:
+    """book/references.bib, cited as "(Sabour et al., 2017)" and listed as a reference section."""
+
+    def __init__(self, path: Path):
+        self.entries = parse_bib(Path(path).read_text(encoding="utf-8"))
+
+    def label(self, key: str) -> str:
+        if key not in self.entries:
+            raise KeyError(f"{{cite}}`{key}`: no entry {key!r} in the bibliography")
+        entry = self.entries[key]
+        names = surnames(entry.get("author", "")) or [detex(entry.get("title", key))]
+        who = names[0] if len(names) == 1 else " and ".join(names) if len(names) == 2 else f"{names[0]} et al."
+        return f"{who}, {entry.get('year', 'n.d.')}"
+
+    def cite(self, keys: str) -> str:
+        return "(" + "; ".join(self.label(k.strip()) for k in keys.split(",") if k.strip()) + ")"
+
+    def reference(self, key: str) -> str:
+        """One line of the reference list: authors (year). Title. Where. Link."""
+        e = {k: detex(v) for k, v in self.entries[key].items()}
+        authors = " and ".join(", ".join(self._full_names(self.entries[key].get("author", ""))).rsplit(", ", 1))
+        where = e.get("journal") or e.get("booktitle") or e.get("howpublished") or e.get("publisher", "")
+        title = e.get("title", key)
+        parts = [f"{authors} ({e.get('year', 'n.d.')}). *{title}*{'' if title.endswith(('.', '?', '!')) else '.'}",
+                 where and f"{where}."]
+        link = e.get("url") or (e.get("doi") and f"https://doi.org/{e['doi']}")
+        return " ".join(p for p in [*parts, link and f"<{link}>"] if p)
+
+    @staticmethod
+    def _full_names(authors: str) -> list[str]:
+        full = []
+        for name in re.split(r"\s+and\s+", authors.strip()):
+            last, _, first = name.partition(",")
+            full.append(detex(f"{first.strip()} {last.strip()}" if first else name))
+        return full
+
+    def section(self, keys) -> str:
+        """The markdown of a chapter's reference list, sorted by the cited labels."""
+        lines = [f"- {self.reference(k)}" for k in sorted(set(keys), key=self.label)]
+        return "## References\n\n" + "\n".join(lines)
+
+
+# ---------------------------------------------------------------- glued values
+def escape_markdown(text: str) -> str:
+    """Plain text that markdown shows as it is (a glued '2*3' must not turn into emphasis)."""
+    return re.sub(r"([\\`*_<\[\]])", r"\\\1", text)
+
+
+# ---------------------------------------------------------------- directives
+def directives_to_markdown(text: str) -> str:
+    """Each fenced directive as a front end renders it: a dropdown as <details>, others as quotations."""
+    lines, out, i = text.split("\n"), [], 0
+    while i < len(lines):
+        match = FENCE_OPEN.match(lines[i])
+        if match is None:
+            out.append(lines[i])
+            i += 1
+            continue
+        fence, options, j = match.group("fence"), {}, i + 1
+        while j < len(lines) and OPTION.match(lines[j]):
+            option = OPTION.match(lines[j])
+            options[option.group("key")] = option.group("value")
+            j += 1
+        end = next((k for k in range(j, len(lines)) if lines[k].strip() == fence), None)
+        if end is None:
+            raise ValueError(f"directive {{{match.group('name')}}} opened with {fence} is never closed")
+        body = directives_to_markdown("\n".join(lines[j:end])).strip("\n")
+        title = match.group("title").strip() or match.group("name").capitalize()
+        if "dropdown" in options.get("class", "").split():
+            out += ["<details>", f"<summary>{title}</summary>", "", body, "", "</details>"]
+        else:
+            out += [f"> **{title}**", ">", *[f"> {line}".rstrip() for line in body.split("\n")]]
+        i = end + 1
+    return "\n".join(out)
+
+
+# ---------------------------------------------------------------- one cell
+def convert(text: str, bib: Bibliography, doc_link: Callable[[str], str],
+            glued: Callable[[str, str], str], cited: list[str] | None = None) -> str:
+    """A markdown cell's source for a notebook front end; the cited keys are appended to ``cited``."""
+    text = HTML_ONLY.sub("", text)
+
+    def role(match):
+        name, content = match.groups()
+        if name == "cite":
+            if cited is not None:
+                cited.extend(k.strip() for k in content.split(","))
+            return bib.cite(content)
+        if name == "doc":
+            return doc_link(content)
+        key, _, spec = content.rpartition(":") if ":" in content else (content, "", "s")
+        return glued(key, spec)
+
+    return directives_to_markdown(ROLE.sub(role, text))
+
+
+# ---------------------------------------------------------------- the copies
 def pages_url() -> str:
     """The rendered book's address, from pyproject.toml (one place, as the repository URL is)."""
     urls = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]
@@ -63,28 +205,17 @@ def doc_link(content: str) -> str:
     return f"[{text or page_title(name)}]({pages_url()}book/{name}.html)"
 
 
-def glued_values(executed: Optional[Path]) -> Dict[str, str]:
-    """name -> text/plain of every value the build glued in the chapter ``executed`` names: myst-nb
-    writes them beside the executed notebook (``NN_x.glue.json``); else its scrapbook outputs."""
-    if executed is None:
+def glued_values(executed: Path | None) -> dict[str, str]:
+    """name -> text/plain of every value the build glued in the chapter ``executed`` names
+    (myst-nb's ``NN_x.glue.json`` beside it); none where it was not built."""
+    store = executed and executed.with_suffix(".glue.json")
+    if store is None or not store.exists():
         return {}
-    store = executed.with_suffix(".glue.json")
-    if store.exists():
-        return {name: out["data"]["text/plain"] for name, out in json.loads(store.read_text()).items()
-                if "text/plain" in out.get("data", {})}
-    if not executed.exists():
-        return {}
-    values = {}
-    for cell in nbformat.read(executed, as_version=4).cells:
-        for output in cell.get("outputs", []):
-            scrap = output.get("metadata", {}).get("scrapbook", {})
-            data = {k[len(scrap.get("mime_prefix", "")):]: v for k, v in output.get("data", {}).items()}
-            if "name" in scrap and "text/plain" in data:
-                values[scrap["name"]] = data["text/plain"]
-    return values
+    return {name: out["data"]["text/plain"] for name, out in json.loads(store.read_text()).items()
+            if "text/plain" in out.get("data", {})}
 
 
-def glue_cells(nb) -> Dict[str, int]:
+def glue_cells(nb) -> dict[str, int]:
     """name pattern -> the number (from 1) of the code cell that glues it, for pointers when nothing
     was built; ``glue(f"slope_{name}", ...)`` gives the pattern ``slope_.+``."""
     where = {}
@@ -97,18 +228,18 @@ def glue_cells(nb) -> Dict[str, int]:
     return where
 
 
-def glue_cell(cells: Dict[str, int], name: str) -> Optional[int]:
+def glue_cell(cells: dict[str, int], name: str) -> int | None:
     return next((n for pattern, n in cells.items() if re.fullmatch(pattern, name)), None)
 
 
-def colab_copy(source: Path, built: Optional[Path], bib: Bibliography):
+def colab_copy(source: Path, built: Path | None, bib: Bibliography):
     """The Colab-ready notebook of ``source``, glued values from ``built`` (an executed copy, or None)."""
     nb = nbformat.read(source, as_version=4)
     values, cells = glued_values(built), glue_cells(nb)
 
     def glued(name, spec):
         if name in values:
-            return escape_markdown(format_glued(values[name], spec))
+            return escape_markdown(format_plain_text(values[name], spec))
         number = glue_cell(cells, name)
         if number is None:   # glued in a loop over names: the cell that spells the name out
             number = next((k for k, c in enumerate(code, 1) if f'"{name}"' in c.source or f"'{name}'" in c.source),
@@ -138,7 +269,7 @@ def chapters():
     return sorted(BOOK.glob("*.ipynb"))   # the chapters and the pages after them (appendix, ledger)
 
 
-def write_copies(out: Path, built: Optional[Path] = BUILT) -> list:
+def write_copies(out: Path, built: Path | None = BUILT) -> list:
     """Every chapter's copy into ``out``; returns the paths written."""
     bib, written = Bibliography(BOOK / "references.bib"), []
     out.mkdir(parents=True, exist_ok=True)

@@ -50,7 +50,7 @@ def _tutorial_vs_fixed() -> Code:
     return Code(m.tutorial_vs_fixed, m.PRESETS)
 
 
-def _two_digits() -> Code:  # its own options: capsedu.experiments.two_digits.cli; no estimate printed
+def _two_digits() -> Code:  # its own options: two_digits.config.add_cli_arguments; no estimate printed
     from capsedu.experiments.two_digits import config, run
     return Code(lambda config, data=None, **options: run.two_digit_experiment(data, config, **options),
                 config.PRESETS)

@@ -6,9 +6,9 @@ import textwrap
 from html import escape
 from typing import Sequence
 
-__all__ = ["render_table", "noted_table", "mean_std", "fold", "COLUMN"]
+__all__ = ["render_table", "noted_table", "fold", "COLUMN"]
 
-COLUMN = 88  # characters of the code font in the book's column (scripts/long_lines.py's limit)
+COLUMN = 88  # characters of the code font in the book's column (ruff's line-length, pyproject.toml)
 
 
 def render_table(heads: Sequence[str], rows: Sequence[Sequence], html: bool = False) -> str:
@@ -31,11 +31,6 @@ def noted_table(heads: Sequence[str], rows: Sequence[Sequence]) -> str:
                     for i, r in enumerate(rows, 1) if r[-1])
     return render_table(heads[:-1], body, html=True) + (
         f"<p><small>{escape(heads[-1].capitalize())}:</small></p><ol>{notes}</ol>" if notes else "")
-
-
-def mean_std(mean: float, std, digits: int = 3) -> str:
-    """"0.912 ± 0.031", or just the mean when there is no spread (one seed)."""
-    return f"{mean:.{digits}f}" + ("" if std is None else f" ± {std:.{digits}f}")
 
 
 def fold(text, width: int = COLUMN) -> str:

@@ -7,7 +7,7 @@ file; every math element typeset by MathJax, served from the Python package
 sphinx-mathjax-offline; each static twin present, and moving its slider or changing its select
 swaps the shown frame; with JavaScript off, the twins still show their default image; at 1280 px,
 with hidden cells opened, no code or output block wider than its box, no table wider than the
-column or with unpadded cells, and scripts/long_lines.py's limit fits a code box; the twins'
+column or with unpadded cells, and ruff's line-length fits a code box; the twins'
 settings, written to the URL's fragment, come back when that URL is opened; each of chapters
 1-7 asks a question whose answer shows only after a choice. Read from
 the files: no page carries a frozen ipywidget, its state or a widget renderer (book/_ext).
@@ -23,11 +23,11 @@ import os
 import re
 import shutil
 import threading
+import tomllib
 import urllib.request
 from pathlib import Path
 
 import pytest
-from cli_helpers import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 HTML = Path(os.environ.get("CAPSEDU_HTML", ROOT / "_build" / "html")).resolve()
@@ -234,8 +234,8 @@ def _overflow(driver, url):
 
 
 def test_the_static_line_limit_fits_a_code_cell(browser, server):
-    """scripts/long_lines.py's limit (tests/book/test_long_lines.py) is what a code box holds."""
-    LIMIT = load_script("scripts/long_lines.py").LIMIT
+    """The line limit (tests/book/test_long_lines.py, ruff's in pyproject.toml) fits a code box."""
+    LIMIT = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["ruff"]["line-length"]
     _load(browser, f"{server}/book/02_capsule.html")
     m = browser.execute_script(CODE_COLUMN)
     fits = int(m["box"] // m["char"])

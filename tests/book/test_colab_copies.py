@@ -12,8 +12,8 @@ BUILT = ROOT / "_build" / "jupyter_execute" / "book"
 MYST = re.compile(r"\{glue|\{cite|\{doc|^\s*(`{3,}|:{3,})\{", re.M)
 
 
-copies, md = load_script("scripts/colab_copies.py"), load_script("scripts/colab_markdown.py")
-BIB = md.Bibliography(ROOT / "book" / "references.bib")
+copies = load_script("scripts/colab_copies.py")
+BIB = copies.Bibliography(ROOT / "book" / "references.bib")
 
 
 @pytest.fixture(scope="module", params=["unbuilt", "built"])
@@ -65,25 +65,21 @@ def test_citations_as_author_year_and_the_reference_list():
         BIB.cite("nobody2020")
 
 
-def test_glued_values_format_as_the_html_shows_them():
-    assert md.format_glued("0.98765", ".3f") == "0.988"
-    assert md.format_glued("161824", ",d") == "161,824"
-    assert md.format_glued("'has not converged'", "s") == "has not converged"     # the repr's quotes go
-    assert md.format_glued("0.25", ".0%") == "25%"
-    assert md.escape_markdown("2*3_x") == r"2\*3\_x"
+def test_glued_text_is_escaped_for_markdown():  # its formatting is myst-nb's format_plain_text
+    assert copies.escape_markdown("2*3_x") == r"2\*3\_x"
 
 
 def test_directives_become_details_or_quotes_and_html_only_text_goes():
     text = "Try:\n\n````{admonition} Solution 1\n:class: dropdown\nUse\n```python\nx = 1\n```\n````\nafter"
-    out = md.directives_to_markdown(text)
+    out = copies.directives_to_markdown(text)
     assert out.split("\n")[2:5] == ["<details>", "<summary>Solution 1</summary>", ""]
     assert "```python\nx = 1\n```" in out and out.endswith("</details>\nafter")
-    assert md.directives_to_markdown("```{note}\nSee\nthis\n```") == "> **Note**\n>\n> See\n> this"
+    assert copies.directives_to_markdown("```{note}\nSee\nthis\n```") == "> **Note**\n>\n> See\n> this"
     with pytest.raises(ValueError, match="never closed"):
-        md.directives_to_markdown("```{note}\nopen")
+        copies.directives_to_markdown("```{note}\nopen")
     html = 'A widget. <span class="html-only">This page runs no kernel.</span> Next.'
-    assert md.convert(html, BIB, str, lambda k, s: k) == "A widget. Next."
-    assert md.convert("{doc}`the appendix <11_tutorial_code>`", BIB, copies.doc_link, None) == \
+    assert copies.convert(html, BIB, str, lambda k, s: k) == "A widget. Next."
+    assert copies.convert("{doc}`the appendix <11_tutorial_code>`", BIB, copies.doc_link, None) == \
         f"[the appendix]({copies.pages_url()}book/11_tutorial_code.html)"
 
 
@@ -99,11 +95,7 @@ def test_the_build_glue_store_is_read(tmp_path):
     executed = tmp_path / "07_x.ipynb"
     (tmp_path / "07_x.glue.json").write_text(json.dumps({"acc": {"data": {"text/plain": "0.5"}}}))
     assert copies.glued_values(executed) == {"acc": "0.5"}
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("glue('b', 2, display=False)", outputs=[
-        nbformat.v4.new_output("display_data", data={"application/papermill.record/text/plain": "2"},
-                               metadata={"scrapbook": {"name": "b", "mime_prefix": "application/papermill.record/"}})])])
-    nbformat.write(nb, tmp_path / "08_y.ipynb")
-    assert copies.glued_values(tmp_path / "08_y.ipynb") == {"b": "2"}
+    assert copies.glued_values(tmp_path / "08_y.ipynb") == copies.glued_values(None) == {}
 
 
 def test_the_colab_buttons_open_the_branch_the_workflow_writes():
@@ -112,13 +104,3 @@ def test_the_colab_buttons_open_the_branch_the_workflow_writes():
     workflow = (ROOT / ".github" / "workflows" / "book.yml").read_text()
     assert "scripts/colab_copies.py --built _build/jupyter_execute/book --out _build/colab/book" in workflow
     assert f"git init -q -b {branch}" in workflow and f'.git" {branch}' in workflow, branch
-
-
-def test_the_sources_are_saved_with_cell_ids():
-    """nbformat 4.5 ids in every cell, unique per notebook: without them every build warns
-    (MissingIDFieldWarning) and a front end invents new ones on each save."""
-    for path in copies.chapters():
-        nb = json.loads(path.read_text())
-        ids = [c.get("id") for c in nb["cells"]]
-        assert (nb["nbformat"], nb["nbformat_minor"]) >= (4, 5) and None not in ids, path.name
-        assert len(set(ids)) == len(ids), f"{path.name}: duplicate cell ids"

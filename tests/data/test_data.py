@@ -24,11 +24,6 @@ def npz():
         return f["x"], f["y"]
 
 
-@pytest.fixture(scope="module")
-def sample(mnist_sample):
-    return mnist_sample
-
-
 @pytest.fixture(autouse=True)
 def no_network(monkeypatch, tmp_path):
     """No test may download: torchvision's fetcher fails at once, and the default root is empty."""
@@ -72,8 +67,8 @@ def assert_matches_npz(ds, x, y):
 
 
 # ---------------------------------------------------------------- the embedded sample
-def test_sample_split_dtypes_and_order(sample, npz):
-    ds = sample
+def test_sample_split_dtypes_and_order(mnist_sample, npz):
+    ds = mnist_sample
     assert (ds.name, ds.source) == ("mnist", "sample")
     assert ds.x_train.shape == (9000, 1, 28, 28) and ds.x_test.shape == (1000, 1, 28, 28)
     assert ds.x_train.dtype == torch.float32 and ds.y_train.dtype == torch.int64
@@ -288,8 +283,8 @@ def find_source(part, x):
 
 
 @pytest.mark.parametrize("layout, shape", [("vertical", (1, 56, 28)), ("horizontal", (1, 28, 56))])
-def test_two_digit_pairs(sample, layout, shape):
-    x, y = sample.x_train[:500], sample.y_train[:500]
+def test_two_digit_pairs(mnist_sample, layout, shape):
+    x, y = mnist_sample.x_train[:500], mnist_sample.y_train[:500]
     images, targets = data.two_digit_pairs(x, y, 200, layout, generator=torch.Generator().manual_seed(2))
     assert images.shape == (200, *shape) and targets.shape == (200, 10)
     assert targets.dtype == torch.float32
@@ -302,12 +297,12 @@ def test_two_digit_pairs(sample, layout, shape):
         assert t[y[i[0]]] == 1 and t[y[j[0]]] == 1
 
 
-def test_pairs_need_two_classes_and_valid_layout(sample):
-    x = sample.x_train[:20]
+def test_pairs_need_two_classes_and_valid_layout(mnist_sample):
+    x = mnist_sample.x_train[:20]
     with pytest.raises(ValueError, match="two different classes"):
         data.two_digit_pairs(x, torch.zeros(20, dtype=torch.long), 5)
     with pytest.raises(ValueError, match="layout"):
-        data.two_digit_pairs(x, sample.y_train[:20], 5, layout="diagonal")
+        data.two_digit_pairs(x, mnist_sample.y_train[:20], 5, layout="diagonal")
 
 
 def test_overlapping_pairs_content_and_clamp():
@@ -323,12 +318,12 @@ def test_overlapping_pairs_content_and_clamp():
         assert img[0, 9, 9] == 1.0 and img.sum() == pytest.approx(2.2)
 
 
-def test_overlapping_pairs_separate_digits_and_overlay(sample):
+def test_overlapping_pairs_separate_digits_and_overlay(mnist_sample):
     """separate=True (chapter 9's MultiMNIST): overlay, lower-class digit, higher-class digit; each digit
     centred, then shifted as pad_and_shift draws it, lower class first. The overlay alone (chapter 7):
     digits in draw order, each centred, then random_shift's draw."""
     from capsedu.data.pairs import distinct_pairs
-    x, y = sample.x_test[:300], sample.y_test[:300]
+    x, y = mnist_sample.x_test[:300], mnist_sample.y_test[:300]
     images, targets = data.overlapping_pairs(x, y, 80, 36, 4, torch.Generator().manual_seed(0), separate=True)
     assert images.shape == (80, 3, 36, 36) and targets.shape == (80, 10) and (targets.sum(1) == 2).all()
     assert torch.equal(images[:, 0], (images[:, 1] + images[:, 2]).clamp(max=1))

@@ -5,7 +5,6 @@ import pytest
 import torch
 
 from capsedu import PRESET_NAMES
-from capsedu.core.capsnet import CapsNet
 from capsedu.core.params import count_parameters
 from capsedu.experiments import ablation, multimnist, robustness
 from capsedu.experiments.multimnist import PairCapsNet
@@ -14,11 +13,6 @@ from capsedu.methods.baseline_cnn import BaselineCNN, BaselineConfig
 from capsedu.runtime.stored import read_runs, write_stored
 
 MODULES = {"robustness": robustness, "ablation": ablation, "multimnist": multimnist}
-
-
-@pytest.fixture(scope="module")
-def data(mnist_sample):
-    return mnist_sample
 
 
 # ---------------------------------------------------------------- the models
@@ -89,14 +83,6 @@ def test_matching_works_for_any_number_of_models():
     # without cnn-ce the bar is capsnet's 0.85
     assert matched(("cnn", "capsnet"), runs[:2]) == [("cnn", 3, 0.9), ("capsnet", 3, 0.85)]
     assert matched(vals, runs[1:]) == []                       # a seed without every model waits
-
-
-@pytest.mark.parametrize("size, primary", [(40, 32 * 12 * 12), (36, 32 * 10 * 10)])
-def test_capsnet_on_padded_canvases(size, primary):
-    model = CapsNet(image_size=(size, size), conv_channels=16, primary_types=32, decoder_hidden=(8,))
-    assert model.config.num_primary == primary
-    caps, lengths, recon = model(torch.rand(2, 1, size, size))
-    assert caps.shape == (2, 10, 16) and recon.shape == (2, 1, size, size)
 
 
 def test_pair_capsnet_reconstructs_each_true_digit_separately():
@@ -177,7 +163,7 @@ def _run(name, config, **kw):
     return EXPERIMENTS[name].code().run(config, progress=False, device="cpu", **kw)
 
 
-def test_robustness_end_to_end_and_matching(data, tmp_path, monkeypatch):
+def test_robustness_end_to_end_and_matching(mnist_sample, tmp_path, monkeypatch):
     config = _tiny("robustness")
     losses, real = {}, robustness.train_epochs
 
@@ -185,7 +171,7 @@ def test_robustness_end_to_end_and_matching(data, tmp_path, monkeypatch):
         losses[kwargs["desc"]] = kwargs["loss"]
         return real(*args, **kwargs)
     monkeypatch.setattr(robustness, "train_epochs", recording)
-    result = _run("robustness", config, data=data, out=tmp_path / "r")
+    result = _run("robustness", config, data=mnist_sample, out=tmp_path / "r")
     assert losses == {f"{m} seed {s}": robustness.MODEL_LOSS[m] for m in config.models for s in config.seeds}
     assert losses["cnn-ce seed 0"] == "cross_entropy"
     stored = read_runs(tmp_path / "r")
@@ -215,8 +201,8 @@ def test_robustness_end_to_end_and_matching(data, tmp_path, monkeypatch):
     assert {"clean", "affine@0", "affine@1"} <= set(table) and table["affine@1"].between(0, 1).all()
 
 
-def test_ablation_and_multimnist_end_to_end(data, tmp_path):
-    result = _run("ablation", _tiny("ablation"), data=data, out=tmp_path / "a")
+def test_ablation_and_multimnist_end_to_end(mnist_sample, tmp_path):
+    result = _run("ablation", _tiny("ablation"), data=mnist_sample, out=tmp_path / "a")
     assert [r["variant"] for r in result["runs"]] == ["r1", "r3+recon", "r3-detach"] * 2
     n = _tiny("ablation").n_test
     for r in result["runs"]:  # the items each run misses, at the epoch it reports (the last)
@@ -225,7 +211,7 @@ def test_ablation_and_multimnist_end_to_end(data, tmp_path):
         assert 100 * len(r["misses"]["clean"]) / n == pytest.approx(r["clean_error"], abs=1e-4)
         assert 1 - len(r["misses"]["affine"]) / n == pytest.approx(r["affine_acc"], abs=1e-6)
         assert all(m == sorted(set(m)) for m in r["misses"].values())
-    result = _run("multimnist", _tiny("multimnist"), data=data, out=tmp_path / "m")
+    result = _run("multimnist", _tiny("multimnist"), data=mnist_sample, out=tmp_path / "m")
     record = result["runs"][0]
     assert 0 <= record["top2"] <= 1 and record["error"] == pytest.approx(100 * (1 - record["top2"]))
     model = multimnist.load_model(result, tmp_path / "m")
@@ -235,7 +221,7 @@ def test_ablation_and_multimnist_end_to_end(data, tmp_path):
         multimnist.load_model(result, tmp_path / "m")
 
 
-def test_an_interrupted_run_keeps_its_finished_runs(data, tmp_path, monkeypatch):
+def test_an_interrupted_run_keeps_its_finished_runs(mnist_sample, tmp_path, monkeypatch):
     out = tmp_path / "r"
     real, calls = robustness.train_epochs, []
 
@@ -246,21 +232,21 @@ def test_an_interrupted_run_keeps_its_finished_runs(data, tmp_path, monkeypatch)
         return real(*args, **kwargs)
     monkeypatch.setattr(robustness, "train_epochs", second_call_interrupted)
     with pytest.raises(KeyboardInterrupt):
-        _run("robustness", _tiny("robustness"), data=data, out=out)
+        _run("robustness", _tiny("robustness"), data=mnist_sample, out=out)
     stored = read_runs(out)
     assert [(r["model"], r["seed"]) for r in stored["runs"]] == [("cnn", 0)]
     assert robustness.matched_runs(stored) == []                          # nothing to compare yet
 
 
-def test_ablation_stored_run_is_on_the_papers_setting(data):
+def test_ablation_stored_run_is_on_the_papers_setting(mnist_sample):
     long = ablation.PRESETS["long"]
     assert (long.canvas, long.max_shift) == (28, 2)  # Table 1: 28x28 digits shifted by up to 2 pixels
     assert all((p.canvas, p.max_shift) == (40, 6) for name, p in ablation.PRESETS.items() if name != "long")
     config = dataclasses.replace(ablation.PRESETS["smoke"], variants=("r3+recon",), canvas=28, max_shift=2)
-    result = _run("ablation", config, data=data)
+    result = _run("ablation", config, data=mnist_sample)
     run = result["runs"][0]
     assert 0 <= run["affine_acc"] <= 1 and len(run["misses"]["affine"]) == round((1 - run["affine_acc"]) * 40)
-    sets = ablation._test_sets(data, config, "cpu")
+    sets = ablation._test_sets(mnist_sample, config, "cpu")
     assert all(x.shape[1:] == (1, 28, 28) for x, _ in sets.values())
 
 

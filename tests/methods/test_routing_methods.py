@@ -225,15 +225,10 @@ TINY = dict(seeds=(0,), epochs=1, batch_size=8, n_train=16, n_test=16, cost_repe
 
 
 @pytest.fixture(scope="module")
-def sample(mnist_sample):
-    return mnist_sample
-
-
-@pytest.fixture(scope="module")
-def compared(sample, tmp_path_factory):
+def compared(mnist_sample, tmp_path_factory):
     from capsedu.experiments.compare_routing.run import CompareConfig, compare_routing
     out = tmp_path_factory.mktemp("cmp") / "cmp"
-    result = compare_routing(CompareConfig(**TINY), out=out, data=sample, progress=False, return_models=True)
+    result = compare_routing(CompareConfig(**TINY), out=out, data=mnist_sample, progress=False, return_models=True)
     return result, out
 
 
@@ -280,21 +275,21 @@ def test_em_spread_is_em_at_dynamic_routing_s_size():
             MatrixCapsNet(**bad)
 
 
-def test_em_spread_trains_with_the_spread_loss(sample, monkeypatch):
+def test_em_spread_trains_with_the_spread_loss(mnist_sample, monkeypatch):
     from capsedu.experiments.compare_routing.run import CompareConfig, compare_routing
     from capsedu.training import loop
     margins = []
     real = loop.spread_loss
     monkeypatch.setattr(loop, "spread_loss", lambda a, t, m: margins.append(m) or real(a, t, m))
-    result = compare_routing(CompareConfig(**{**TINY, "methods": ("em-spread",)}), data=sample, progress=False)
+    result = compare_routing(CompareConfig(**{**TINY, "methods": ("em-spread",)}), data=mnist_sample, progress=False)
     assert result["runs"][0]["loss"] == "spread" and len(margins) == 2      # 16 digits, batches of 8
     assert margins[0] == pytest.approx(0.2) and margins[1] == pytest.approx(0.2 + 0.7 / 2)
 
 
-def test_misses_agree_with_accuracies_and_models(compared, sample):
+def test_misses_agree_with_accuracies_and_models(compared, mnist_sample):
     import capsedu.experiments.compare_routing.run as cr
     result, out = compared
-    sets = cr.test_sets(sample, cr.CompareConfig(**TINY), "cpu")
+    sets = cr.test_sets(mnist_sample, cr.CompareConfig(**TINY), "cpu")
     for run in read_runs(out)["runs"]:
         for name, (x, y) in sets.items():
             misses = run["misses"][name]
@@ -305,7 +300,7 @@ def test_misses_agree_with_accuracies_and_models(compared, sample):
                 wrong = (model(x).argmax(dim=1) != y).nonzero().flatten().tolist()
             assert wrong == misses, (run["method"], name)
     # a method added to the list changes no other method's training: each (method, seed) seeds itself
-    alone = cr.compare_routing(cr.CompareConfig(**{**TINY, "methods": ("none",)}), data=sample,
+    alone = cr.compare_routing(cr.CompareConfig(**{**TINY, "methods": ("none",)}), data=mnist_sample,
                                progress=False)["runs"][0]
     with_all = next(r for r in result["runs"] if r["method"] == "none")
     assert [e["loss"] for e in alone["epochs"]] == [e["loss"] for e in with_all["epochs"]]
@@ -324,11 +319,11 @@ def test_compare_config_and_presets():
 
 
 # ---------------------------------------------------------------- the widget and its twin
-def test_coupling_widget_and_twin(compared, sample):
+def test_coupling_widget_and_twin(compared, mnist_sample):
     from capsedu.figures.coupling import coupling_explorer, coupling_maps, coupling_twin
     from cli_helpers import decode_png
     models = compared[0]["models"]
-    images, labels = sample.x_test[:2], sample.y_test[:2]
+    images, labels = mnist_sample.x_test[:2], mnist_sample.y_test[:2]
     maps = coupling_maps(models, images[0])
     assert maps["dynamic"]["c"].shape == (64, 10) and maps["attention"]["c"].shape == (16, 10)
     for name in ("dynamic", "attention"):  # every input spreads one unit over the classes

@@ -36,11 +36,6 @@ def stored(run=None, **extra):
     return {**HEADER, "run": {"model": "cnn", "seed": 0, "acc": 0.5} if run is None else run, **extra}
 
 
-@pytest.fixture(scope="module")
-def digits(mnist_sample):
-    return mnist_sample
-
-
 # ---------------------------------------------------------------- the format
 def test_the_checksum_is_the_sha256_of_the_sorted_content_without_it(tmp_path):
     path = tmp_path / "r.json"
@@ -198,23 +193,23 @@ def test_a_lock_file_left_by_a_killed_writer_is_simply_taken(tmp_path):
     assert not lock.lock.is_locked
 
 
-def test_multimnist_never_overwrites_weights_it_did_not_write_and_checks_them(digits, tmp_path):
+def test_multimnist_never_overwrites_weights_it_did_not_write_and_checks_them(mnist_sample, tmp_path):
     config = dataclasses.replace(multimnist.PRESETS["smoke"], pairs_per_epoch=32, n_test_pairs=16)
     (tmp_path / "multimnist_seed0.pt").write_bytes(b"the user's weights")
     with pytest.raises(ValueError, match="multimnist_seed0.pt exists and no run in .* records it"):
-        multimnist.multimnist_experiment(config, out=tmp_path, device="cpu", data=digits, progress=False)
+        multimnist.multimnist_experiment(config, out=tmp_path, device="cpu", data=mnist_sample, progress=False)
     assert (tmp_path / "multimnist_seed0.pt").read_bytes() == b"the user's weights"
     (tmp_path / "multimnist_seed0.pt").unlink()
-    first = multimnist.multimnist_experiment(config, out=tmp_path, device="cpu", data=digits, progress=False)
+    first = multimnist.multimnist_experiment(config, out=tmp_path, device="cpu", data=mnist_sample, progress=False)
     weights = tmp_path / first["runs"][0]["weights"]
     blob = bytearray(weights.read_bytes())
     blob[len(blob) // 2] ^= 1                            # one flipped bit
     weights.write_bytes(bytes(blob))
     with pytest.raises(ValueError, match=r"multimnist_seed0.pt have sha256 .* the file is damaged"):
-        multimnist.multimnist_experiment(config, out=tmp_path, device="cpu", data=digits, progress=False)
+        multimnist.multimnist_experiment(config, out=tmp_path, device="cpu", data=mnist_sample, progress=False)
     with pytest.raises(ValueError, match="damaged"):
         multimnist.load_model(first, tmp_path)
-    again = multimnist.multimnist_experiment(config, out=tmp_path, fresh=True, device="cpu", data=digits, progress=False)
+    again = multimnist.multimnist_experiment(config, out=tmp_path, fresh=True, device="cpu", data=mnist_sample, progress=False)
     assert multimnist.load_model(again, tmp_path) is not None  # --fresh trained and wrote the weights again
     assert sorted(p.name for p in tmp_path.iterdir()) == ["multimnist_seed0.pt", "seed0.json"]
 

@@ -1,4 +1,4 @@
-"""Su Jianlin's two-digit experiment (chapter 7): ``config`` (settings, presets), ``run``, ``cli``.
+"""Su Jianlin's two-digit experiment (chapter 7): ``config`` (settings, presets, options), ``run``.
 
 What the chapter and the claim ledger judge, as data (the wording is the chapter's):
 

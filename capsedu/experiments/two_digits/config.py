@@ -1,5 +1,6 @@
 """The settings of Su Jianlin's two-digit experiment, one object checked when it is built (no torch needed),
-so that a bad value fails before any training starts; ``PRESETS``: one per mode and "long", the stored run."""
+so that a bad value fails before any training starts; ``PRESETS``: one per mode and "long", the stored run;
+``add_cli_arguments``: the command's options."""
 from __future__ import annotations
 
 import math
@@ -7,9 +8,12 @@ from dataclasses import asdict, dataclass, replace
 from typing import Dict, Mapping, Optional, Tuple, Union
 
 from capsedu import AMP_CHOICES, LR_SCHEDULES, SOURCES
-from capsedu.runtime.arguments import MAX_INT, MAX_SEED, check_config
+from capsedu.experiments.shared.arguments import add_run_arguments
+from capsedu.runtime.arguments import (MAX_INT, MAX_SEED, batch_int, check_config, float_in, int_in,
+                                       positive_int, seed_int)
 
-__all__ = ["MODELS", "HEADS", "LAYOUTS", "INITS", "SCHEDULES", "SU_EPOCHS", "TwoDigitConfig", "PRESETS"]
+__all__ = ["MODELS", "HEADS", "LAYOUTS", "INITS", "SCHEDULES", "SU_EPOCHS", "TwoDigitConfig", "PRESETS",
+           "add_cli_arguments"]
 
 # name -> what the head is; all share Su's ConvStack. The first four are the experiment's (HEADS).
 MODELS = {
@@ -105,3 +109,29 @@ PRESETS: Dict[str, TwoDigitConfig] = {
     "long-items": TwoDigitConfig(models=HEADS + ("capsule-su-r1", "pooling-sum", "capsule-mean"),
                                  seeds=(0, 1, 2, 3, 4), epochs=12, curve=True, **_SAMPLE),
 }
+
+
+def add_cli_arguments(d) -> None:
+    """The options of ``python -m capsedu two-digits`` (an argparse parser), run as every experiment is
+    (``capsedu.experiments.shared.arguments.cli_main``: an option named after a ``TwoDigitConfig``
+    field, or renamed in ``RENAMED`` there, overrides it)."""
+    add_run_arguments(d, tuple(PRESETS), "model x seed", "epochs for every model")
+    d.add_argument("--source", choices=SOURCES, default=None, help="MNIST source (default: the preset's)")
+    d.add_argument("--root", default=None, help="data folder (default: $CAPSEDU_DATA or ~/.cache/capsedu)")
+    d.add_argument("--models", nargs="+", choices=tuple(MODELS), default=None, help="which models to train")
+    d.add_argument("--batch-size", type=batch_int, default=None, help="images per step")
+    d.add_argument("--lr", type=float_in(0, 10, "a positive learning rate"), default=None, help="Adam learning rate")
+    d.add_argument("--lr-schedule", choices=SCHEDULES, default=None, help="constant (Su's) or cosine")
+    d.add_argument("--margin-lam", type=float_in(0, 10, "a number >= 0", low_open=False), default=None,
+                   help="margin loss weight of the absent classes (Su: 0.25)")
+    d.add_argument("--squash-k", type=float_in(0, 1000, "a positive number"), default=None,
+                   help="k in |s|^2/(k+|s|^2) (capsule heads)")
+    d.add_argument("--iterations", type=int_in(1, 100), default=None, help="routing iterations")
+    d.add_argument("--init", choices=INITS, default=None, help="initial weights: Keras's defaults (Su's) or PyTorch's")
+    d.add_argument("--limit", type=positive_int, default=None, help="train on the first N digits only")
+    d.add_argument("--test-limit", type=positive_int, default=None, help="test digits (and pairs from them)")
+    d.add_argument("--pairs", type=int_in(1, 100_000), default=None, help="two-digit test images per layout")
+    d.add_argument("--layouts", nargs="+", choices=LAYOUTS, default=None, help="how the two digits are placed")
+    d.add_argument("--shift", type=int_in(0, 14), default=None, help="random shift augmentation, pixels")
+    d.add_argument("--amp", choices=AMP_CHOICES, default=None, help="mixed precision")
+    d.add_argument("--pair-seed", type=seed_int, default=None, help="seed of the test pairs")
