@@ -48,7 +48,7 @@ __all__ = ["Control", "Twin", "squash_twin", "routing_twin", "perturbation_twin"
            "SQUASH_TWIN_SETS"]
 
 SQUASH_TWIN_K = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
-SQUASH_TWIN_SETS = {"paper and Su": ("paper", "su"), "all five": SQUASH_VARIANTS, "none": ()}
+SQUASH_TWIN_SETS = {"all five": SQUASH_VARIANTS, "paper and Su": ("paper", "su"), "none": ()}
 EXAMPLE_LENGTH = 0.5      # the live widget's default example |s|
 
 PAGE = resources.files("capsedu.figures") / "page"   # the twin's and the panel's HTML, JS and CSS

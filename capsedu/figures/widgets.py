@@ -68,7 +68,7 @@ class SquashExplorer(_Explorer):
         style = {"description_width": "110px"}
         self.k = W.FloatSlider(value=1.0, min=0.1, max=2.0, step=0.05, description="k", style=style)
         self.example = W.FloatSlider(value=0.5, min=0.0, max=4.0, step=0.05, description="example |s|", style=style)
-        self.boxes = {n: W.Checkbox(value=n in ("paper", "su"), description=VARIANT_LABELS[n], indent=False,
+        self.boxes = {n: W.Checkbox(value=True, description=VARIANT_LABELS[n], indent=False,
                                     layout=W.Layout(width="150px")) for n in SQUASH_VARIANTS}
         for w in (self.k, self.example, *self.boxes.values()):
             w.observe(self.redraw, names="value")
