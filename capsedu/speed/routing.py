@@ -151,6 +151,7 @@ def _route_backward(ops, u, Wt, gv, ss, cs, iterations, mode, k):
             v, gx = _v(s, mode, k, False).to(t), ops._times_u(g_next, u)
             gv = _times_W(Wt, gx).to(acc)
             gW += torch.bmm(gx.flatten(1, 2), v)
+            del gx      # each (J, E, I, B) tensor freed once read: the peak holds two
             gu += ops._sum_j_times(g_next, _W_times(Wt, v, u))
         gs = (_unit_grad(s, gv) if mode == "su-march" and not last
               else _squash_grad(s, gv, k)).to(t)
@@ -159,6 +160,7 @@ def _route_backward(ops, u, Wt, gv, ss, cs, iterations, mode, k):
             c = cs[r - 2]
             gu_r, gc = ops._sum_j_and_dot(c, wg, u)
             gu += gu_r
+            del wg
             gW += torch.bmm(ops._times_u(c, u).flatten(1, 2), gs)
             g = c * (gc - _sum(c * gc))                                 # softmax over j
             g_next = g + g_next if mode == "hinton" and not last else g
