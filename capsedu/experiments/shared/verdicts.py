@@ -235,6 +235,6 @@ def shown(rows: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
                        else f"{r['items_up']:.0f} vs {r['items_down']:.0f}, p {pval(r['sign_p'])}", axis=1)
     return pd.DataFrame({"a − b [95%]": interval, "seeds × items": rows.apply(
         lambda r: f"{r['seeds']} × {int(r['items']):,}" if r["method"] == "seeds and items" else f"{r['seeds']} (seeds only)",
-        axis=1), "p": rows.p_row.map(pval), "items a vs b (sign test)": items, "mdd": rows.mdd.map(num),
+        axis=1), "p": rows.p_row.map(pval), "items a vs b (sign test, p unadjusted)": items, "mdd": rows.mdd.map(num),
         "δ": rows.delta.map(lambda x: "-" if pd.isna(x) else f"{x:.2g}"), "Holm p": rows.p_holm.map(pval).where(~rows.primary.astype(bool), "primary"),
         "Holm p (all rows)": rows.p_holm_all.map(pval), "verdict": rows.verdict}, index=rows.index)
