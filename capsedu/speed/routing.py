@@ -140,7 +140,8 @@ def _route(ops, u, Wt, iterations, mode, k):
 
 
 def _route_backward(ops, u, Wt, gv, ss, cs, iterations, mode, k):
-    """∂L/∂u (E, I, B) and ∂L/∂W as Wt, float32 at least, from gv = ∂L/∂v^R (J, B, D)."""
+    """∂L/∂u (E, I, B) and ∂L/∂W as Wt, float32 at least, from gv = ∂L/∂v^R
+    (J, B, D)."""
     t, acc = u.dtype, _at_least_float32(u.dtype)
     gu = u.new_zeros(u.shape, dtype=acc)
     gW = Wt.new_zeros(Wt.shape, dtype=acc)
