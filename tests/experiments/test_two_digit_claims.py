@@ -86,11 +86,12 @@ def test_the_verdicts_on_known_misses(synthetic):
     have = set(f["items"].model)
     claims = [c for c in two_digits.CLAIMS if {c["a"], c["b"]} <= have]
     table = verdict_table(claims, f["runs"], f["items"]).set_index("id")
-    assert set(table.index) == {"7.1", "7.4", "7.5", "7.6", "7.9", "7.10", "7.12", "7.13", "7.14"}
+    assert set(table.index) == {"7.1", "7.4", "7.5", "7.6", "7.9", "7.10", "7.12", "7.13", "7.14", "7.15",
+                                "7.16"}
     runs = f["runs"].groupby("model").vertical_top2.mean()
     assert table.loc["7.1", "mean"] == pytest.approx(runs["capsule-su"] - runs["pooling"])
     assert table.loc["7.1", "mean"] == pytest.approx(0.6, abs=0.02) and (table.seeds == 5).all()
-    assert table.loc[["7.1", "7.5", "7.6", "7.9"], "verdict"].tolist() == [HOLDS] * 4
+    assert table.loc[["7.1", "7.5", "7.6", "7.9", "7.15", "7.16"], "verdict"].tolist() == [HOLDS] * 6
     assert table.loc["7.4", "verdict"] == EQUIVALENT          # within ±0.05 of each other
     assert table.loc["7.14", "verdict"] == CANNOT_TELL        # identical single-digit misses
     assert table.loc["7.4", "low"] > -two_digits.DELTA and table.loc["7.4", "high"] < two_digits.DELTA

@@ -82,6 +82,18 @@ def test_holm_takes_a_secondary_row_below_its_own_interval_not_a_primary_one():
     assert rows.p_row[0] == pytest.approx(1 / 32)                      # the sign test's, over the seeds
     five = verdict_table(claims[:1], runs=runs[runs.seed < 5]).iloc[0]  # 5 of 5 up: p 1/16, no verdict
     assert five.low > 0 and five.p < 0.05 and five.verdict == CANNOT_TELL
+    assert math.isinf(five.mdd) and 0 < rows.mdd[0] < math.inf       # the sign test's floor, seeds only
+
+
+def test_does_not_hold_needs_what_holds_needs_on_the_other_side():
+    d = [.01, .03, .002, .02, .025, .004]
+    runs = pd.DataFrame({"model": ["a"] * 6 + ["b"] * 6, "seed": list(range(6)) * 2,
+                         "acc": [0.8 + x for x in d] + [0.8] * 6})
+    worse = dict(a="a", b="b", field="acc", sign=-1)                # "a is worse": the other side
+    assert verdict_table([{**worse, "primary": True}], runs=runs).verdict[0] == FAILS
+    assert verdict_table([worse] * 6, runs=runs).verdict.tolist() == [CANNOT_TELL] * 6   # Holm
+    five = verdict_table([{**worse, "primary": True}], runs=runs[runs.seed < 5]).iloc[0]
+    assert five.high > 0 and five.low > 0 and five.verdict == CANNOT_TELL   # the sign test: 1/16
 
 
 def test_a_matches_row_fails_only_when_its_own_p_survives_holm():
@@ -123,3 +135,6 @@ def test_every_matches_claim_takes_its_delta_from_the_one_rule():
     deltas = {c["delta"] for c in claims if c.get("kind") == "matches"}
     assert deltas and deltas <= set(DELTA.values())
     assert DELTA["affine"] == pytest.approx(0.013) and DELTA["clean"] == pytest.approx(0.00014)
+    from capsedu.experiments.shared.verdicts import PAPER_AFFNIST    # one source of the paper's numbers
+    assert all(robustness.PAPER_AFFNIST[m] == PAPER_AFFNIST[m] for m in PAPER_AFFNIST)
+    assert DELTA["affine"] == pytest.approx((PAPER_AFFNIST["capsnet"][1] - PAPER_AFFNIST["cnn"][1]) / 10)

@@ -39,6 +39,10 @@ CLAIMS = [
     _claim("7.12", "capsule-su", "capsule-su-r1", "horizontal", kind="matches", delta=DELTA),
     _claim("7.13", "capsule-su", "pooling", "overlapping"),
     _claim("7.14", "capsule-su", "pooling", "single"),
+    # the controls against the other side, added on 2026-12-07 after every seed was stored: with
+    # 7.5 and 7.6 they say whether summing alone accounts for the capsule heads' lead
+    _claim("7.15", "capsule-mean", "pooling", "vertical"),      # averaged votes vs averaged grid
+    _claim("7.16", "capsule-su-r1", "pooling-sum", "vertical"),  # summed votes vs summed grid
 ]
 
 

@@ -1,0 +1,53 @@
+"""Source listings for the page: the maths of a definition without what guards it.
+
+``model_lines(source)`` drops the docstrings, the ``if ...: raise`` argument checks and the
+``check_*(...)`` calls from the source of a function or class, so that chapter 4's whole-model
+screen shows the network and nothing else; the package's file keeps all of it.
+"""
+from __future__ import annotations
+
+import ast
+import re
+import textwrap
+
+__all__ = ["model_lines"]
+
+
+def _guard(node: ast.AST) -> bool:
+    """A docstring, an ``if`` that only raises, or a call of a ``check_*`` function."""
+    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+        return isinstance(node.value.value, str)
+    if isinstance(node, ast.If):
+        return not node.orelse and all(isinstance(n, ast.Raise) for n in node.body)
+    call = node.value if isinstance(node, ast.Expr) else None
+    return (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
+            and call.func.id.startswith("check_"))
+
+
+def model_lines(source: str) -> str:
+    """``source`` (one def or class) without its docstrings, raise-only ifs and check_ calls,
+    and without a name assigned only for them (e.g. ``unknown = ...`` checked by a raise)."""
+    lines = textwrap.dedent(source).splitlines()
+    tree = ast.parse("\n".join(lines))
+    drop = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        for child in body if isinstance(body, list) else []:
+            if _guard(child):
+                drop.update(range(child.lineno - 1, child.end_lineno))
+    functions = [f for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)]
+    for fn in functions:                     # names that no kept line of the function reads
+        for node in ast.walk(fn):
+            if not (isinstance(node, ast.Assign)
+                    and all(isinstance(t, ast.Name) for t in node.targets)):
+                continue
+            own = set(range(node.lineno - 1, node.end_lineno))
+            rest = " ".join(lines[n] for n in range(fn.lineno - 1, fn.end_lineno)
+                            if n not in drop | own)
+            if not any(re.search(rf"\b{t.id}\b", rest) for t in node.targets):
+                drop |= own
+    kept = [line for n, line in enumerate(lines) if n not in drop]
+    # no blank line left between a class's head and its first method
+    kept = [line for n, line in enumerate(kept)
+            if line.strip() or not (n and kept[n - 1].rstrip().endswith(":"))]
+    return "\n".join(kept) + "\n"
