@@ -57,7 +57,7 @@ def model_lines(source: str) -> str:
 
 def helper_lines(helpers: dict) -> str:
     """One line per ``name: object``: a constant's value, else the function's signature with
-    its one-line body or the first line of its docstring, so a listing's calls are all shown."""
+    its one-line body or its docstring's first clause, so a listing's calls are all shown."""
     lines = []
     for name, obj in helpers.items():
         if not callable(obj):
@@ -68,6 +68,7 @@ def helper_lines(helpers: dict) -> str:
         body = [line.strip() for line in model_lines(inspect.getsource(obj)).splitlines()[1:]]
         if len(body) == 1 or not doc:
             lines.append(f"{head} {body[0]}")
-        else:                                   # the docstring's first line, on its own line
-            lines += [f"{head} ...", "    # " + doc[0].replace("``", "")]
+        else:          # the docstring's first clause (up to a comma outside brackets)
+            clause = re.split(r",\s+(?![^()]*\))", doc[0])[0]
+            lines += [f"{head} ...", "    # " + clause.replace("``", "")]
     return "\n".join(lines) + "\n"
