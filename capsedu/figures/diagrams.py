@@ -34,7 +34,7 @@ def architecture_stages(config: Optional[CapsNetConfig] = None):
         ("PrimaryCaps", f"{c.primary_kernel}×{c.primary_kernel} conv, stride {c.primary_stride},\nthen squash",
          f"{c.num_primary:,} capsules of {c.primary_dim}-D\n({c.primary_types} types × {ph}×{pw})",
          count_parameters(model.primary)),
-        ("DigitCaps", f"W_ij: {c.primary_dim}→{c.digit_dim} per pair,\n{c.iterations} routing iterations",
+        ("DigitCaps", f"one {c.primary_dim}→{c.digit_dim} W_ij\nper (i, j) pair,\n{c.iterations} routing\niterations",
          f"{c.num_classes} capsules of {c.digit_dim}-D", count_parameters(model.digits)),
         ("Decoder", "mask, then\n" + " → ".join(str(n) for n in (*c.decoder_hidden, c.in_channels * h * w)),
          f"{c.in_channels}×{h}×{w}\nreconstruction", count_parameters(model.decoder)),

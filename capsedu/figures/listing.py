@@ -3,14 +3,16 @@
 ``model_lines(source)`` drops the docstrings, the ``if ...: raise`` argument checks and the
 ``check_*(...)`` calls from the source of a function or class, so that chapter 4's whole-model
 screen shows the network and nothing else; the package's file keeps all of it.
+``helper_lines(helpers)`` gives one line for each helper such a listing calls but does not show.
 """
 from __future__ import annotations
 
 import ast
+import inspect
 import re
 import textwrap
 
-__all__ = ["model_lines"]
+__all__ = ["helper_lines", "model_lines"]
 
 
 def _guard(node: ast.AST) -> bool:
@@ -51,3 +53,22 @@ def model_lines(source: str) -> str:
     kept = [line for n, line in enumerate(kept)
             if line.strip() or not (n and kept[n - 1].rstrip().endswith(":"))]
     return "\n".join(kept) + "\n"
+
+
+def helper_lines(helpers: dict) -> str:
+    """One line per ``name: object``: a constant's value, else the function's signature with
+    its one-line body or its docstring's first clause, so a listing's calls are all shown."""
+    lines = []
+    for name, obj in helpers.items():
+        if not callable(obj):
+            lines.append(f"{name} = {obj!r}")
+            continue
+        head = f"def {name}({', '.join(inspect.signature(obj).parameters)}):"
+        doc = (inspect.getdoc(obj) or "").splitlines()
+        body = [line.strip() for line in model_lines(inspect.getsource(obj)).splitlines()[1:]]
+        if len(body) == 1 or not doc:
+            lines.append(f"{head} {body[0]}")
+        else:          # the docstring's first clause (up to a comma outside brackets)
+            clause = re.split(r",\s+(?![^()]*\))", doc[0])[0]
+            lines += [f"{head} ...", "    # " + clause.replace("``", "")]
+    return "\n".join(lines) + "\n"

@@ -19,7 +19,7 @@ FONT = 16        # 14 pt at the smallest: 10 px once the 14-inch figure fits the
 
 
 def _type_colour(t: int, types: int):
-    return plt.get_cmap("turbo")(0.1 + 0.8 * t / max(1, types - 1))  # not cyclic: first and last differ
+    return plt.get_cmap("tab10")(t % 9)  # 9 in turn: neighbours, and types 0, 1, 31, all differ
 
 
 def _channels(ax, x0, types, dim, side):
@@ -27,7 +27,7 @@ def _channels(ax, x0, types, dim, side):
     height = 6.0
     for t in range(types):
         ax.add_patch(Rectangle((x0, height - height * (t + 1) / types), 1.2, height / types,
-                               color=_type_colour(t, types), lw=0))  # type 0 on top, as on the right
+                               fc=_type_colour(t, types), ec="white", lw=0.5))  # type 0 on top, as right
     ax.add_patch(Rectangle((x0, 0), 1.2, height, fill=False, lw=1))
     ax.text(x0 + 0.6, height + 0.35, f"conv output\n{types * dim} channels × {side}×{side}", ha="center",
             va="bottom", fontsize=FONT)
@@ -58,7 +58,7 @@ def _capsules(ax, x0, types, dim, side):
     per_type, height = side * side, 6.0
     for t in range(types):
         ax.add_patch(Rectangle((x0, height - height * (t + 1) / types), 1.6, height / types,
-                               color=_type_colour(t, types), lw=0))
+                               fc=_type_colour(t, types), ec="white", lw=0.5))
     for d in range(1, dim):  # the D numbers of every capsule, as columns
         ax.plot([x0 + 1.6 * d / dim] * 2, [0, height], color="white", lw=0.5)
     ax.add_patch(Rectangle((x0, 0), 1.6, height, fill=False, lw=1))
