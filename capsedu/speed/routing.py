@@ -192,8 +192,10 @@ class _Passes:
 
         def run(*args):
             if not _Passes.failed and not dispatch_mode_active():
-                try:
-                    return compiled(*args)
+                try:   # a graph per shape and dtype: more than dynamo's default 8 in a notebook
+                    with torch._dynamo.config.patch(recompile_limit=max(
+                            64, torch._dynamo.config.recompile_limit)):
+                        return compiled(*args)
                 except Exception as err:  # compilation problems surface at the first call
                     _Passes.failed = True
                     warnings.warn(f"capsedu.speed.routing: torch.compile failed ({type(err).__name__}:"
