@@ -57,15 +57,6 @@ def _fresh_start_hint(path: str) -> str:
     return f"delete the file {path} (or choose another checkpoint path) to start fresh"
 
 
-def _not_a_file(path: str):
-    if os.path.isdir(path):
-        return CheckpointError(f"checkpoint {path} is a folder; expected a checkpoint file "
-                               f"(e.g. {os.path.join(path, 'checkpoint.pt')})")
-    if not os.path.exists(path):
-        return CheckpointError(f"checkpoint {path} not found")
-    return None
-
-
 def check_integrity(path: str, what: str = "checkpoint") -> None:
     """Every record of the torch zip file at ``path`` matches its stored CRC-32; else one clear error."""
     # torch.load checks no CRC: 60 of 60 single-bit flips in a small CapsNet's file loaded without error
@@ -103,9 +94,11 @@ def load_checkpoint(path: str, resuming: bool = True) -> Dict:
     ``resuming`` (fit's use): the error says how to start fresh; else (``evaluate``) it says what the
     file is instead, and advises nothing about deleting it."""
     path = os.fspath(path)
-    error = _not_a_file(path)
-    if error is not None:
-        raise error
+    if os.path.isdir(path):
+        raise CheckpointError(f"checkpoint {path} is a folder; expected a checkpoint file "
+                              f"(e.g. {os.path.join(path, 'checkpoint.pt')})")
+    if not os.path.exists(path):
+        raise CheckpointError(f"checkpoint {path} not found")
     hint = _fresh_start_hint(path) if resuming else "expected a checkpoint.pt written by python -m capsedu train"
     if not resuming and _what_it_is(path):
         raise CheckpointError(f"{path}: {_what_it_is(path)}; {hint}")

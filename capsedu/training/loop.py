@@ -281,12 +281,6 @@ def checkpoint_state(run: Run, epoch: int) -> Dict:
 
 
 # ---------------------------------------------------------------- the whole run
-def _epoch_bar(run: Run, epochs: int, progress: bool):
-    """One bar for the run, epochs as the unit (fractions within an epoch), ETA from the rate so far."""
-    return tqdm(total=epochs, initial=run.start - 1, desc="fit", unit="epoch", disable=not progress,
-                bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.2f}/{total} epochs [{elapsed}<{remaining}{postfix}]")
-
-
 def fit(model, data, config: Optional[TrainConfig] = None, *, on_epoch_end=None, **overrides) -> History:
     """Train ``model`` on ``data`` (x_train, y_train, x_test, y_test tensors) and return its ``History``.
 
@@ -317,7 +311,10 @@ def fit(model, data, config: Optional[TrainConfig] = None, *, on_epoch_end=None,
     if run.start > epochs:
         return run.history
     shown = {"loss": "-", "train_acc": "-", "test_acc": "-", "img/s": "-"}  # this epoch's so far; test: the last
-    with _epoch_bar(run, epochs, progress) as bar:
+    # one bar for the run, epochs as the unit (fractions within an epoch), ETA from the rate so far
+    with tqdm(total=epochs, initial=run.start - 1, desc="fit", unit="epoch", disable=not progress,
+              bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.2f}/{total} epochs [{elapsed}<{remaining}{postfix}]"
+              ) as bar:
         for epoch in range(run.start, epochs + 1):
             def advance(fraction, running, base=epoch - 1):
                 shown.update({"loss": f"{running['loss']:.4f}", "train_acc": f"{running['acc']:.3f}",

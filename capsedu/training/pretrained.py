@@ -43,8 +43,6 @@ def weights_info() -> Dict:
     return json.loads(path.read_text())
 
 
-
-
 def config_from_dict(values) -> CapsNetConfig:
     """The CapsNetConfig stored in a checkpoint or in the pretrained weights' file; unknown keys are an error."""
     if not isinstance(values, dict):
