@@ -1,15 +1,10 @@
 """The checkpoints that ``capsedu.training.loop.fit`` writes and resumes from.
 
-- A checkpoint is one ``torch.save`` file (read back with ``weights_only=True``): the model,
-  optimizer, scheduler and scaler states, the random generators, the history so far, and
-  the run's settings, so that resuming can refuse a checkpoint from a different run.
-- ``save_atomic``: written to a temporary file beside ``path`` and renamed, with Ctrl-C held back until the
-  file is complete; no ``.tmp`` survives an error, and ``remove_stale_tmp`` clears the one a
-  killed process (SIGKILL, power loss) left behind.
-- ``load_checkpoint``: every record of the file passes its zip CRC-32 (torch stores one per
-  tensor) before anything is unpickled, so one flipped bit is refused rather than loaded,
-  and the keys a checkpoint must hold are checked; each problem is one ``CheckpointError``
-  line naming the file.
+One ``torch.save`` dict (read back with ``weights_only=True``): model, optimizer, scheduler and
+scaler states, the random generators, the history and the run's settings (so that resuming
+refuses another run's file). torch.load checks no CRC, so ``load_checkpoint`` tests every zip
+record's CRC-32 first: one flipped bit is refused, not loaded. Each problem is one
+``CheckpointError`` line naming the file.
 """
 from __future__ import annotations
 
