@@ -305,9 +305,9 @@ def fit(model, data, config: Optional[TrainConfig] = None, *, on_epoch_end=None,
         return run.history
     shown = {"loss": "-", "train_acc": "-", "test_acc": "-", "img/s": "-"}  # this epoch's so far; test: the last
     # one bar for the run, epochs as the unit (fractions within an epoch), ETA from the rate so far
-    with tqdm(total=epochs, initial=run.start - 1, desc="fit", unit="epoch", disable=not progress,
-              bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.2f}/{total} epochs [{elapsed}<{remaining}{postfix}]"
-              ) as bar:
+    bar = tqdm(total=epochs, initial=run.start - 1, desc="fit", unit="epoch", disable=not progress,
+               bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.2f}/{total} epochs [{elapsed}<{remaining}{postfix}]")
+    with bar:
         for epoch in range(run.start, epochs + 1):
             def advance(fraction, running, base=epoch - 1):
                 shown.update({"loss": f"{running['loss']:.4f}", "train_acc": f"{running['acc']:.3f}",
