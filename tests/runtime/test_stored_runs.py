@@ -339,8 +339,6 @@ def test_evaluate_on_a_stored_run_or_weights_says_what_the_file_is(tmp_path, cap
 
 
 def test_to_json_keeps_lists_of_numbers_on_one_line_and_parses_back():
-    import json
-
     from capsedu.runtime.files import to_json
     data = {"runs": [{"seed": 0, "misses": {"test": [3, 17, 99], "affine": []}, "curve": [0.5, 0.75]}],
             "wrong": [[1, 7], [4, 2]], "empty": {}, "name": "x", "none": None}
