@@ -3,6 +3,7 @@ import importlib.util
 import io
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 from PIL import Image
@@ -10,6 +11,13 @@ from PIL import Image
 from capsedu import cli
 
 ROOT = Path(__file__).resolve().parent.parent
+TINY = dict(conv_channels=8, primary_types=4, primary_dim=4, digit_dim=8, decoder_hidden=(32,))  # a CapsNet of a second
+
+
+def subset(d, n_train, n_test):
+    """The first ``n_train`` training and ``n_test`` test digits of a dataset (``mnist_sample``)."""
+    return SimpleNamespace(x_train=d.x_train[:n_train], y_train=d.y_train[:n_train], x_test=d.x_test[:n_test],
+                           y_test=d.y_test[:n_test], name=d.name, source=d.source)
 
 
 def run(capsys, *argv):

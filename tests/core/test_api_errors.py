@@ -4,6 +4,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from cli_helpers import TINY
 
 from capsedu.core.capsnet import CapsNet
 from capsedu.core.heads import CapsuleClassifier, PoolingClassifier
@@ -14,7 +15,6 @@ from capsedu.training.evaluation import evaluate, predict_lengths
 from capsedu.training.loop import fit
 from capsedu.training.pretrained import config_from_dict
 
-TINY = dict(conv_channels=8, primary_types=4, primary_dim=4, digit_dim=8, decoder_hidden=(32,))
 FAST = dict(device="cpu", progress=False)
 
 

@@ -4,6 +4,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from cli_helpers import TINY
 from torch import nn
 
 from capsedu.core.capsnet import CapsNet
@@ -11,7 +12,6 @@ from capsedu.core.squashing import squash
 from capsedu.training.evaluation import evaluate, predict_lengths
 from capsedu.training.loop import fit
 
-TINY = dict(conv_channels=8, primary_types=4, primary_dim=4, digit_dim=8, decoder_hidden=(32,))
 FAST = dict(device="cpu", progress=False)
 DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 

@@ -250,26 +250,7 @@ def test_random_shift_draws_two_rows_dy_then_dx():
 
 
 # ---------------------------------------------------------------- composites
-def find_source(part, x):
-    """Indices of the images in x equal to part (C,H,W)."""
-    return (x == part).flatten(1).all(1).nonzero().flatten().tolist()
-
-
-@pytest.mark.parametrize("layout, shape", [("vertical", (1, 56, 28)), ("horizontal", (1, 28, 56))])
-def test_two_digit_pairs(mnist_sample, layout, shape):
-    x, y = mnist_sample.x_train[:500], mnist_sample.y_train[:500]
-    images, targets = data.two_digit_pairs(x, y, 200, layout, generator=torch.Generator().manual_seed(2))
-    assert images.shape == (200, *shape) and targets.shape == (200, 10)
-    assert targets.dtype == torch.float32
-    assert set(targets.unique().tolist()) == {0.0, 1.0} and (targets.sum(1) == 2).all()
-    for img, t in zip(images[:40], targets[:40]):
-        first, second = (img[:, :28], img[:, 28:]) if layout == "vertical" else (img[..., :28], img[..., 28:])
-        i, j = find_source(first, x), find_source(second, x)
-        assert i and j, "each half must be a source digit"
-        assert y[i[0]] != y[j[0]]
-        assert t[y[i[0]]] == 1 and t[y[j[0]]] == 1
-
-
+# two_digit_pairs' halves, classes and targets: tests/experiments/test_two_digits.py (two_digit_test_set)
 def test_pairs_need_two_classes_and_valid_layout(mnist_sample):
     x = mnist_sample.x_train[:20]
     with pytest.raises(ValueError, match="two different classes"):

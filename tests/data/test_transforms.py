@@ -4,15 +4,8 @@ import re
 import pytest
 import torch
 
-from capsedu.data.transforms import (
-    AFFINE_RANGES,
-    INK,
-    affine_test_set,
-    center_on_canvas,
-    pad_and_shift,
-    random_affine,
-    shift_images,
-)
+from capsedu.data.transforms import (AFFINE_RANGES, INK, affine_test_set, center_on_canvas, pad_and_shift,
+    random_affine, shift_images)
 
 
 @pytest.fixture(scope="module")

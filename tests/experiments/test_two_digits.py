@@ -11,24 +11,15 @@ import numpy as np
 import pytest
 import torch
 
+from cli_helpers import subset
+
 from capsedu import cli
 from capsedu.core.params import count_parameters
 from capsedu.core.squashing import safe_norm, squash
 from capsedu.experiments.two_digits import frames
-from capsedu.experiments.two_digits.config import (
-    HEADS,
-    LAYOUTS,
-    MODELS,
-    PRESETS,
-    SU_EPOCHS,
-    TwoDigitConfig,
-)
-from capsedu.experiments.two_digits.run import (
-    make_model,
-    pair_metrics,
-    two_digit_experiment,
-    two_digit_test_set,
-)
+from capsedu.experiments.two_digits.config import HEADS, LAYOUTS, MODELS, PRESETS, SU_EPOCHS, TwoDigitConfig
+from capsedu.experiments.two_digits.run import (make_model, pair_metrics, two_digit_experiment,
+    two_digit_test_set)
 from capsedu.training.evaluation import count_correct, set_border, set_hits
 from capsedu.runtime.stored import read_runs
 
@@ -139,7 +130,7 @@ def test_pairs_are_two_distinct_digits_in_the_right_layout(numbered, layout):
     x, y = numbered
     images, targets = two_digit_test_set(x, y, 500, layout, seed=0)
     assert images.shape == ((500, 1, 56, 28) if layout == "vertical" else (500, 1, 28, 56))
-    assert (targets.sum(dim=1) == 2).all()                           # two classes: never a digit twice
+    assert targets.dtype == torch.float32 and (targets.sum(dim=1) == 2).all()   # two classes: never a digit twice
     first, second = images[:, 0, 0, 0].long(), images[:, 0, -1, -1].long()  # the two halves' indices
     assert (y[first] != y[second]).all()
     assert torch.equal(targets, torch.nn.functional.one_hot(y[first], 10) + torch.nn.functional.one_hot(y[second], 10))
@@ -192,9 +183,7 @@ def test_keras_init_is_glorot_and_seeded():
 # ---------------------------------------------------------------- the experiment end to end
 @pytest.fixture(scope="module")
 def digits(mnist_sample):
-    d = mnist_sample
-    return SimpleNamespace(x_train=d.x_train[:48], y_train=d.y_train[:48], x_test=d.x_test[:60],
-                           y_test=d.y_test[:60], name="mnist", source="sample")
+    return subset(mnist_sample, 48, 60)
 
 
 TINY = TwoDigitConfig(seeds=(0, 1), epochs={"pooling": 2, "capsule-su": 1, "capsule-hinton": 1,

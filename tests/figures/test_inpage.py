@@ -14,18 +14,8 @@ import pytest
 import torch
 
 from capsedu.core.squashing import safe_norm
-from capsedu.figures.inpage import (
-    DECODER_FILE,
-    ENCODER_FILE,
-    INT8_GROUPS,
-    SCRIPT,
-    InPagePanel,
-    inpage_panel,
-    int8_error,
-    read_weights,
-    weight_files,
-    write_weight_files,
-)
+from capsedu.figures.inpage import (DECODER_FILE, ENCODER_FILE, INT8_GROUPS, SCRIPT, InPagePanel,
+    inpage_panel, int8_error, read_weights, weight_files, write_weight_files)
 from capsedu.training.pretrained import load_capsnet
 
 ROOT = Path(__file__).resolve().parents[2]

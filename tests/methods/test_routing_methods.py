@@ -7,28 +7,11 @@ import torch
 
 from capsedu.runtime.stored import read_runs
 from capsedu.core.params import count_parameters
-from capsedu.methods.attention import (
-    DepthwisePrimaryCapsules,
-    SelfAttentionCapsules,
-    efficient_squash,
-    self_attention_routing,
-)
-from capsedu.methods.efficient_capsnet import (
-    EfficientCapsNet,
-    formula_count,
-)
-from capsedu.methods.em import (
-    STD_EPS,
-    e_step,
-    em_routing,
-    inverse_temperature,
-    m_step,
-)
-from capsedu.methods.matrix_capsnet import (
-    PAPER_CONFIG,
-    ConvMatrixCapsules,
-    MatrixCapsNet,
-)
+from capsedu.methods.attention import (DepthwisePrimaryCapsules, SelfAttentionCapsules, efficient_squash,
+    self_attention_routing)
+from capsedu.methods.efficient_capsnet import EfficientCapsNet, formula_count
+from capsedu.methods.em import STD_EPS, e_step, em_routing, inverse_temperature, m_step
+from capsedu.methods.matrix_capsnet import PAPER_CONFIG, ConvMatrixCapsules, MatrixCapsNet
 
 
 # ---------------------------------------------------------------- EM routing: loop references

@@ -9,24 +9,15 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from cli_helpers import TINY
 
 import capsedu
 import capsedu.training.pretrained as pretrained
 from capsedu.core.capsnet import CapsNet
-from capsedu.runtime.checkpoints import (
-    REQUIRED_KEYS,
-    CheckpointError,
-    load_checkpoint,
-    save_atomic,
-)
+from capsedu.runtime.checkpoints import REQUIRED_KEYS, CheckpointError, load_checkpoint, save_atomic
 from capsedu.training.loop import fit
-from capsedu.training.pretrained import (
-    WEIGHTS_NAME,
-    capsnet_from_state,
-    load_capsnet,
-)
+from capsedu.training.pretrained import WEIGHTS_NAME, capsnet_from_state, load_capsnet
 
-TINY = dict(conv_channels=8, primary_types=4, primary_dim=4, digit_dim=8, decoder_hidden=(32,))
 PACKAGE = Path(capsedu.__file__).parent
 
 
