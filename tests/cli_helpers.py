@@ -6,6 +6,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
+import torch
 from PIL import Image
 
 from capsedu import cli
@@ -18,6 +19,13 @@ def subset(d, n_train, n_test):
     """The first ``n_train`` training and ``n_test`` test digits of a dataset (``mnist_sample``)."""
     return SimpleNamespace(x_train=d.x_train[:n_train], y_train=d.y_train[:n_train], x_test=d.x_test[:n_test],
                            y_test=d.y_test[:n_test], name=d.name, source=d.source)
+
+
+def noise(n_train=32, n_test=8, seed=1):
+    """Random images with random labels: enough to check bookkeeping and refusals, not learning."""
+    g = torch.Generator().manual_seed(seed)
+    return SimpleNamespace(x_train=torch.rand(n_train, 1, 28, 28, generator=g), y_train=torch.randint(0, 10, (n_train,), generator=g),
+                           x_test=torch.rand(n_test, 1, 28, 28, generator=g), y_test=torch.randint(0, 10, (n_test,), generator=g))
 
 
 def run(capsys, *argv):

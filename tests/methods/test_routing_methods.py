@@ -66,8 +66,7 @@ def em_case():
     V = torch.randn(B, n_in, n_out, P, generator=g, dtype=torch.float64)
     a = torch.rand(B, n_in, generator=g, dtype=torch.float64)
     R = torch.softmax(torch.randn(B, n_in, n_out, generator=g, dtype=torch.float64), dim=2)
-    beta_u, beta_a = torch.randn(n_out, generator=g, dtype=torch.float64), torch.randn(n_out, generator=g,
-                                                                                       dtype=torch.float64)
+    beta_u, beta_a = torch.randn(2, n_out, generator=g, dtype=torch.float64)
     return V, a, R, beta_u, beta_a
 
 
@@ -99,9 +98,7 @@ def test_em_routing_shapes_history_and_gradients():
     assert poses.shape == (3, 4, 16) and act.shape == (3, 4) and len(history) == 3
     assert ((act > 0) & (act < 1)).all()
     torch.testing.assert_close(history[0], torch.full((3, 7, 4), 0.25))  # R starts uniform
-    for R in history:
-        assert R.shape == (3, 7, 4)
-        torch.testing.assert_close(R.sum(dim=2), torch.ones(3, 7))
+    torch.testing.assert_close(torch.stack(history).sum(dim=3), torch.ones(3, 3, 7))
     (poses.sum() + act.sum()).backward()
     for t in (V, a, beta_u, beta_a):
         assert t.grad is not None and torch.isfinite(t.grad).all() and t.grad.abs().sum() > 0
@@ -188,10 +185,9 @@ def test_efficient_squash_and_self_attention_match_their_formulas():
 
 
 def test_efficient_capsnet_has_161824_parameters():
-    model = EfficientCapsNet()
+    model, x = EfficientCapsNet(), torch.rand(3, 1, 28, 28)
     assert count_parameters(model) == formula_count() == 161_824  # the authors' count for their MNIST model
     assert model.primary.conv.groups == 128                          # depthwise
-    x = torch.rand(3, 1, 28, 28)
     scores = model(x)
     assert scores.shape == (3, 10) and ((scores >= 0) & (scores < 1)).all()
     v, c = model.capsules(x, return_coupling=True)

@@ -47,32 +47,21 @@ def test_the_checksum_is_the_sha256_of_the_sorted_content_without_it(tmp_path):
     assert seal(sealed) == sealed  # sealing twice changes nothing
 
 
+# sealed again, so only the schema can catch them
+SCHEMA = {"run missing": {**HEADER}, "run not a record": stored(run=[{"a": 1}]),
+          "seed a string": stored(run={"model": "cnn", "seed": "0"}), "seed negative": stored(run={"model": "cnn", "seed": -1}),
+          "name not a string": stored(run={"model": 3, "seed": 0}), "settings missing": {"run": {"seed": 0}},
+          "date a number": stored(date=5), "newer format": {**stored(), "format": 99}}
+DAMAGES = ["truncated", "a digit changed", "not utf-8", "a folder", "a list", *SCHEMA]
+
+
 def _damage(path: Path, how: str):
-    good = seal(stored())
-    text = json.dumps(good, indent=2)
-    if how == "truncated":
-        path.write_text(text[: len(text) // 2])
-    elif how == "a digit changed":
-        path.write_text(text.replace('"acc": 0.5', '"acc": 0.6'))
-    elif how == "not utf-8":
-        path.write_bytes(b"\xff\xfe" + text.encode())
-    elif how == "a folder":
-        path.mkdir()
-    elif how == "a list":
-        path.write_text("[]")
-    else:  # resealed, so only the schema can catch it
-        bad = {"run missing": {**HEADER}, "run not a record": stored(run=[{"a": 1}]),
-               "seed a string": stored(run={"model": "cnn", "seed": "0"}),
-               "seed negative": stored(run={"model": "cnn", "seed": -1}),
-               "name not a string": stored(run={"model": 3, "seed": 0}),
-               "settings missing": {"run": {"seed": 0}}, "date a number": stored(date=5),
-               "newer format": {**stored(), "format": 99}}[how]
-        path.write_text(json.dumps(bad if how == "newer format" else seal(bad)))
-
-
-DAMAGES = ["truncated", "a digit changed", "not utf-8", "a folder", "a list", "run missing", "run not a record",
-           "seed a string", "seed negative", "name not a string", "settings missing", "date a number",
-           "newer format"]
+    text = json.dumps(seal(stored()), indent=2)
+    if how in SCHEMA:
+        return path.write_text(json.dumps(SCHEMA[how] if how == "newer format" else seal(SCHEMA[how])))
+    {"truncated": lambda: path.write_text(text[: len(text) // 2]), "a folder": path.mkdir,
+     "a digit changed": lambda: path.write_text(text.replace('"acc": 0.5', '"acc": 0.6')),
+     "not utf-8": lambda: path.write_bytes(b"\xff\xfe" + text.encode()), "a list": lambda: path.write_text("[]")}[how]()
 
 
 def test_an_unsealed_file_is_refused_where_it_is_shown_and_says_how_to_remake_it(tmp_path):

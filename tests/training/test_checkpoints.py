@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from cli_helpers import TINY
+from cli_helpers import TINY, noise
 
 import capsedu
 import capsedu.training.pretrained as pretrained
@@ -24,10 +24,7 @@ PACKAGE = Path(capsedu.__file__).parent
 @pytest.fixture(scope="module")
 def ckpt(tmp_path_factory):
     """A real one-epoch checkpoint of a tiny CapsNet, and the model that wrote it."""
-    g = torch.Generator().manual_seed(1)
-    data = SimpleNamespace(x_train=torch.rand(32, 1, 28, 28, generator=g), y_train=torch.randint(0, 10, (32,), generator=g),
-                           x_test=torch.rand(8, 1, 28, 28, generator=g), y_test=torch.randint(0, 10, (8,), generator=g),
-                           name="mnist", source="sample")
+    data = noise(32, 8)
     torch.manual_seed(0)
     model = CapsNet(**TINY)
     path = tmp_path_factory.mktemp("ckpt") / "checkpoint.pt"

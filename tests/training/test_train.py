@@ -13,6 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+import cli_helpers
 from cli_helpers import TINY, subset
 from torch import nn
 
@@ -41,12 +42,7 @@ def digits(mnist_sample):
 
 @pytest.fixture
 def noise():
-    """48 random images with random labels: enough to check bookkeeping, not learning."""
-    g = torch.Generator().manual_seed(1)
-    return SimpleNamespace(x_train=torch.rand(48, 1, 28, 28, generator=g),
-                           y_train=torch.randint(0, 10, (48,), generator=g),
-                           x_test=torch.rand(16, 1, 28, 28, generator=g),
-                           y_test=torch.randint(0, 10, (16,), generator=g))
+    return cli_helpers.noise(48, 16)
 
 
 # ---------------------------------------------------------------- learning
