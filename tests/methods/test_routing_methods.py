@@ -89,7 +89,7 @@ def test_e_step_matches_loop_reference(em_case):
     torch.testing.assert_close(R_new.sum(dim=1), torch.ones(2, 5, dtype=torch.float64))   # over outputs j
 
 
-def test_em_routing_shapes_history_and_gradients():
+def test_em_routing_shapes_history_and_gradients_even_for_identical_votes():
     torch.manual_seed(0)
     V = torch.randn(3, 7, 4, 16, requires_grad=True)
     a = torch.rand(3, 7, requires_grad=True)
@@ -102,9 +102,6 @@ def test_em_routing_shapes_history_and_gradients():
     (poses.sum() + act.sum()).backward()
     for t in (V, a, beta_u, beta_a):
         assert t.grad is not None and torch.isfinite(t.grad).all() and t.grad.abs().sum() > 0
-
-
-def test_em_routing_finite_for_identical_votes():
     V = torch.ones(2, 6, 3, 16, requires_grad=True)                  # zero variance: the eps keeps log finite
     poses, act = em_routing(V, torch.ones(2, 6), torch.zeros(3), torch.zeros(3))
     act.sum().backward()
