@@ -1,6 +1,7 @@
 """Helpers shared by the tests (plain functions; pytest puts this folder on sys.path)."""
 import importlib.util
 import io
+import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -26,6 +27,17 @@ def noise(n_train=32, n_test=8, seed=1):
     g = torch.Generator().manual_seed(seed)
     return SimpleNamespace(x_train=torch.rand(n_train, 1, 28, 28, generator=g), y_train=torch.randint(0, 10, (n_train,), generator=g),
                            x_test=torch.rand(n_test, 1, 28, 28, generator=g), y_test=torch.randint(0, 10, (n_test,), generator=g))
+
+
+def child(code: str, *argv):
+    """A Python process running ``code`` in the repository (its stdin, stdout and stderr are pipes)."""
+    return subprocess.Popen([sys.executable, "-c", code, *map(str, argv)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+
+
+def no_preview():
+    """The preview a reader of stored runs is given where a stored folder must be usable."""
+    raise AssertionError("the stored run was usable: no preview should run")
 
 
 def run(capsys, *argv):

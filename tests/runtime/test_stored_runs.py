@@ -10,12 +10,11 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
-from cli_helpers import run, snapshot
+from cli_helpers import child, run, snapshot
 
 from capsedu import cli
 from capsedu.experiments import multimnist
@@ -158,10 +157,9 @@ lock.release()
 
 def test_a_second_writer_is_refused_at_once_in_one_line(tmp_path, capsys):
     out = tmp_path / "m"
-    child = subprocess.Popen([sys.executable, "-c", HOLD, str(out)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             text=True, cwd=ROOT)
+    holder = child(HOLD, out)
     try:
-        assert child.stdout.readline().strip() == "held"
+        assert holder.stdout.readline().strip() == "held", holder.stderr.read()
         with pytest.raises(LockError, match=r"m is being written by another process \(it holds .*m\.lock\)"):
             OutputLock(out).acquire()
         code, _, err = run(capsys, "train", "--epochs", "1", "--limit", "64", "--source", "sample", "--out", str(out),
@@ -169,7 +167,7 @@ def test_a_second_writer_is_refused_at_once_in_one_line(tmp_path, capsys):
         assert code == 1 and len(err) == 1 and "another process" in err[0] and "another --out" in err[0], err
         assert not out.exists()                      # the folder train created for the run is gone again
     finally:
-        child.communicate("\n", timeout=30)
+        holder.communicate("\n", timeout=30)
     with OutputLock(out):                            # free again once its holder is done
         pass
 
