@@ -1,16 +1,6 @@
-"""Chapter 6's in-page CapsNet (book/_static/capsnet.js) in headless Chromium, against PyTorch.
-
-Through the page's own controls: random slider settings of random test digits decode to
-PyTorch's reconstruction of the same capsule (max pixel error <= 2/255); two sliders together
-give an image different from each alone; the sample digits through the whole network give
-PyTorch's 10 lengths (within 0.02), its class and its coupling coefficients; the vote explorer
-shows PyTorch's primary-capsule lengths, votes and c_ij of every routing iteration, and answers
-its grid, iteration slider and class picker; a drawn digit is
-read as MNIST's are made (20 x 20 box, centre of mass at the centre); nothing is downloaded
-before the reader asks, and without JavaScript only a note is left; a view (a drawn digit,
-sliders, the explorer's selection) written to the URL comes back when the URL is opened, and the
-explorer on that drawn digit matches PyTorch, its axes numpy's principal axes. Prints the forward pass's
-time in the browser, the page's weight and each weight file's size.
+"""Chapter 6's in-page CapsNet (book/_static/capsnet.js) in headless Chromium, against PyTorch,
+through the page's own controls (each test names the property it checks). Prints the forward
+pass's time in the browser, the page's weight and each weight file's size.
 
 Uses tests/book/test_browser.py's server, browser and conditions (it skips, or fails under
 CAPSEDU_REQUIRE_BROWSER=1, where they do).

@@ -20,9 +20,6 @@ def test_intro_repeats_the_mode_table():
     rows = intro_mode_rows()
     assert rows[:-1] == [tuple(r) for r in capsedu.MODE_TABLE]
     assert rows[-1][0] == "unset" and rows[-1][-1] == capsedu.MODE_UNSET.strip("`")
-
-
-def test_every_mode_has_a_row():
     assert tuple(r[0] for r in capsedu.MODE_TABLE) == capsedu.MODES
 
 
