@@ -15,7 +15,7 @@ The profiler is used on the CPU because torch keeps no peak of CPU tensors, and 
 saved-tensor hooks miss what lives briefly (the votes while routing runs, their gradient).
 Contenders: ``readable`` (capsedu.core), ``fast`` (``accelerate``: votes and routing as one
 function, ``capsedu.speed.routing``), ``fast_onednn_conv`` (the same with oneDNN's primary
-convolution, which keeps no patch matrix: as on CUDA), ``fast_core_routing`` (``accelerate(fuse_votes=False)``:
+convolution, as on CUDA), ``fast_core_routing`` (``accelerate(fuse_votes=False)``:
 core's votes and its compiled routing loop, the fast path before), each in float32 and in
 the device's recommended precision. Prints one JSON object.
 

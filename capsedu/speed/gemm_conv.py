@@ -1,22 +1,23 @@
-"""The primary capsules' convolution as three matrix products, for the CPU fast path.
+"""The primary capsules' convolution as matrix products, for the CPU fast path.
 
 On a 2-core CPU, oneDNN ran the primary convolution (256 -> 256 channels, 9x9, stride 2)
-at about a fifth of the speed of one bf16 matrix product of the same FLOPs. Here each pass
-is one large matrix product over a patch matrix built once per step:
+at about a fifth of the speed of one bf16 matrix product of the same FLOPs. Here every pass
+is a few large matrix products over views of the input stored channels-last, where the k*C
+numbers of one kernel row of a patch are adjacent in memory:
 
-- forward: patches (B*Ho*Wo, k*k*C) from the input stored channels-last, where the
-  k*C numbers of one patch row are adjacent in memory; then ``patches @ W^T + bias``;
-- weight gradient: ``grad_out^T @ patches``, with the patches kept from the forward pass;
-  it comes out (O, ky, kx, C), the channels-last layout ``accelerate`` stores the weight in;
-- input gradient: ``grad_out @ W``, then each patch row added back where it came from
-  (k * Wo additions of contiguous blocks, summed in float32 a few images at a time, so that
-  the sums stay in the core's cache; the rows too are made a few images at a time).
+- forward: for each kernel row ky, rows (B*Ho*Wo, k*C) @ W[:, ky]^T, summed in float32;
+- weight gradient: for each ky, ``grad_out^T @ rows``, the block W[:, ky] of the gradient,
+  which comes out (O, ky, kx, C), the channels-last layout ``accelerate`` stores the weight in;
+- input gradient: for each kernel position (ky, kx), ``grad_out @ W[:, ky, kx]`` added, in
+  float32, to the input positions it came from.
 
+No patch matrix (B*Ho*Wo x k*k*C, 150 MB in bf16 at a batch of 100) is ever made: each kernel
+row's rows are copied from the input as a product reads them, and the backward reads the
+input again. On a quiet 2-core Xeon with AMX (bf16, batch 100) the three passes took 160 ms
+this way against 229 ms with the patch matrix built once and kept.
 The arithmetic is the convolution's, so values agree with ``torch.nn.functional.conv2d`` to
-rounding; ``tests/speed/test_gemm_conv.py`` checks them and the gradients. The price is memory: the
-patch matrix (B*Ho*Wo x k*k*C, about 150 MB in bf16 for a batch of 100) is kept for the
-weight gradient; at a batch of 128 it is the largest tensor of a fast CPU step
-(``benchmarks/memory.py`` compares the step with oneDNN's convolution). On CUDA, cuDNN is faster, so ``GemmConv2d`` only takes over on the CPU.
+rounding; ``tests/speed/test_gemm_conv.py`` checks them and the gradients. On CUDA, cuDNN is
+faster, so ``GemmConv2d`` only takes over on the CPU.
 """
 from __future__ import annotations
 
@@ -25,38 +26,12 @@ from torch import nn
 
 __all__ = ["gemm_conv2d", "GemmConv2d"]
 
-# float32 sums of the input gradient per chunk of images, a few MB, so that they stay in cache
-# (on a 2-core Xeon, 10 images of 20x20x256 at a time folded in 26 ms against 33 for all 100).
-FOLD_CHUNK_BYTES = 4 << 20
 
-
-def _patches(x_nhwc: torch.Tensor, k: int, s: int) -> torch.Tensor:
-    """(B, H, W, C) -> (B*Ho*Wo, k*k*C), each row ordered (ky, kx, c)."""
-    B, H, W, C = x_nhwc.shape
-    Ho, Wo = (H - k) // s + 1, (W - k) // s + 1
-    sb, sh, sw, _ = x_nhwc.stride()
-    rows = x_nhwc.as_strided((B, Ho, Wo, k, k * C), (sb, s * sh, s * sw, sh, 1))
-    return rows.reshape(B * Ho * Wo, k * k * C)
-
-
-def _fold(g: torch.Tensor, w: torch.Tensor, shape, s: int, dtype) -> torch.Tensor:
-    """Each patch's gradient, rows of ``g @ w`` (B*Ho*Wo, k*k*C), added back where it came
-    from: (B, H, W, C). The rows are made for a few images at a time, as they are folded, so
-    that they never take a patch matrix's memory."""
-    B, C, H, W, k, Ho, Wo = shape
-    out = torch.empty(B, H, W * C, dtype=dtype, device=g.device)
-    wide = torch.promote_types(g.dtype, torch.float32)
-    n = max(1, FOLD_CHUNK_BYTES // (H * W * C * 4))
-    for b in range(0, B, n):
-        m = min(n, B - b)
-        rows = (g[b * Ho * Wo:(b + m) * Ho * Wo] @ w).view(m, Ho, Wo, k, k * C)
-        acc = torch.zeros(m, H, W * C, dtype=wide, device=g.device)
-        for ky in range(k):
-            for xo in range(Wo):                 # k*C adjacent numbers of one image row
-                acc[:, ky:ky + s * (Ho - 1) + 1:s, s * xo * C:(s * xo + k) * C].add_(
-                    rows[:, :, xo, ky])
-        out[b:b + m] = acc
-    return out.view(B, H, W, C)
+def _rows(x: torch.Tensor, ky: int, k: int, s: int, Ho: int, Wo: int) -> torch.Tensor:
+    """Kernel row ky of every patch of x (B, H, W, C) stored contiguously: (B*Ho*Wo, k*C)."""
+    sb, sh, sw, _ = x.stride()
+    rows = x[:, ky:].as_strided((x.shape[0], Ho, Wo, k * x.shape[3]), (sb, s * sh, s * sw, 1))
+    return rows.reshape(-1, k * x.shape[3])
 
 
 class _GemmConv(torch.autograd.Function):
@@ -65,27 +40,36 @@ class _GemmConv(torch.autograd.Function):
         O, C, k, _ = weight.shape
         B, _, H, W = x.shape
         Ho, Wo = (H - k) // stride + 1, (W - k) // stride + 1
-        patches = _patches(x.permute(0, 2, 3, 1).contiguous(), k, stride)
-        w = weight.permute(0, 2, 3, 1).to(dtype).reshape(O, k * k * C)  # rows ordered like a patch
-        y = torch.addmm(bias.to(dtype), patches, w.t()) if bias is not None else patches @ w.t()
-        ctx.save_for_backward(patches, w)
-        ctx.shape, ctx.stride = (B, C, H, W, k, Ho, Wo), stride
-        ctx.dtypes = x.dtype, weight.dtype, None if bias is None else bias.dtype
-        return y.view(B, Ho, Wo, O).permute(0, 3, 1, 2)             # NCHW view, channels-last data
+        x = x.permute(0, 2, 3, 1).contiguous()                          # (B, H, W, C)
+        w = weight.permute(0, 2, 3, 1).to(dtype).contiguous()          # (O, k, k, C)
+        wide = torch.promote_types(dtype, torch.float32)
+        y = x.new_zeros(B * Ho * Wo, O, dtype=wide) if bias is None else bias.to(wide).repeat(B * Ho * Wo, 1)
+        for ky in range(k):
+            y += _rows(x, ky, k, stride, Ho, Wo) @ w[:, ky].reshape(O, k * C).t()
+        ctx.save_for_backward(x, w)
+        ctx.stride, ctx.dtypes = stride, (weight.dtype, None if bias is None else bias.dtype)
+        return y.to(dtype).view(B, Ho, Wo, O).permute(0, 3, 1, 2)     # NCHW view, channels-last data
 
     @staticmethod
     def backward(ctx, grad_y):
-        patches, w = ctx.saved_tensors
-        B, C, H, W, k, Ho, Wo = ctx.shape
-        x_dtype, w_dtype, b_dtype = ctx.dtypes
-        g = grad_y.permute(0, 2, 3, 1).reshape(B * Ho * Wo, -1).to(patches.dtype)   # (B*Ho*Wo, O)
-        grad_w = (g.t().contiguous() @ patches).view(-1, k, k, C).permute(0, 3, 1, 2).to(w_dtype)
-        wide = torch.promote_types(g.dtype, torch.float32)           # sums in float32 at least
+        x, w = ctx.saved_tensors
+        (B, H, W, C), (O, k), s = x.shape, w.shape[:2], ctx.stride
+        Ho, Wo = grad_y.shape[2:]
+        w_dtype, b_dtype = ctx.dtypes
+        g = grad_y.permute(0, 2, 3, 1).reshape(B * Ho * Wo, O).to(x.dtype)
+        gt = g.t().contiguous()
+        grad_w = torch.stack([(gt @ _rows(x, ky, k, s, Ho, Wo)).view(O, k, C) for ky in range(k)], 1)
+        wide = torch.promote_types(g.dtype, torch.float32)             # sums in float32 at least
         grad_b = None if b_dtype is None else g.sum(0, dtype=wide).to(b_dtype)
         grad_x = None
         if ctx.needs_input_grad[0]:
-            grad_x = _fold(g, w, ctx.shape, ctx.stride, x_dtype).permute(0, 3, 1, 2)
-        return grad_x, grad_w, grad_b, None, None
+            acc = x.new_zeros(B, H, W, C, dtype=wide)
+            for ky in range(k):
+                for kx in range(k):
+                    acc[:, ky:ky + s * (Ho - 1) + 1:s, kx:kx + s * (Wo - 1) + 1:s] += \
+                        (g @ w[:, ky, kx]).view(B, Ho, Wo, C)
+            grad_x = acc.to(x.dtype).permute(0, 3, 1, 2)
+        return grad_x, grad_w.permute(0, 3, 1, 2).to(w_dtype), grad_b, None, None
 
 
 def gemm_conv2d(x: torch.Tensor, weight: torch.Tensor, bias=None, stride: int = 1) -> torch.Tensor:
