@@ -16,6 +16,14 @@ class Method(NamedTuple):
 
 
 ROUTING_METHODS = {
+    "dynamic": Method("3 iterations (Sabour et al. 2017)", "dynamic routing", "tab:blue"),
+    "none": Method("uniform coupling, one step (control)", "no routing", "tab:gray"),
+    "em": Method("matrix capsules (Hinton et al. 2018)", "EM routing", "tab:green"),
+    "attention": Method("Efficient-CapsNet (Mazzia et al. 2021)", "self-attention", "tab:red"),
+    # EM's fair control: dynamic's conv trunk and size, the spread loss, lambda 15
+    "em-spread": Method("EM on dynamic's trunk, spread loss", "EM-spread", "tab:olive", "spread"),
+}
+METHODS = {
     "dynamic": Method("dynamic routing, 3 iterations (Sabour et al. 2017)", "dynamic routing", "tab:blue"),
     "none": Method("no routing: uniform coupling, one step (the control)", "no routing", "tab:gray"),
     "em": Method("EM routing between matrix capsules (Hinton et al. 2018)", "EM routing", "tab:green"),
