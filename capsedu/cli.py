@@ -58,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     data = dict(dataset=dict(choices=("mnist", "fashion-mnist"), help="which images"),
                 source=dict(choices=SOURCES, help="where from (auto: full, else sample)"))
     fresh = dict(switch, help="start over: remove what it wrote")
-    t = command("train", "train the paper's CapsNet (rerun: resume)", **data, **common, fresh=fresh,
+    t = command("train", "train CapsNet (a rerun resumes)", **data, **common, fresh=fresh,
                 routing=dict(choices=("hinton", "su"), default="hinton"),
                 iterations=dict(type=number(int, 1, 100), default=3, help="routing iterations"),
                 out=dict(default="runs/capsnet", help="folder of checkpoint.pt, metrics.json"),
