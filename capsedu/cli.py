@@ -1,14 +1,8 @@
-"""The command line, ``python -m capsedu``: ``train`` the paper's CapsNet (``checkpoint.pt`` after
-every epoch and ``metrics.json`` in ``--out``), ``evaluate`` a checkpoint, ``info`` (versions,
-devices, data sources), and one command per stored-run experiment
-(``capsedu.experiments.catalogue``), each printing JSON.
-
-Rerunning a command with an existing ``--out`` resumes when the stored settings match; ``--fresh``
-starts over, removing only what the command wrote; other settings are a one-line error naming
-them; one writer per folder. An experiment's ``--out`` holds one JSON file per finished run, so
-its grid spreads over processes (``--devices``, ``--shard``, torchrun). Bad arguments exit with
-code 2 and one line, errors at run time with code 1 and one line (``CAPSEDU_DEBUG=1``: the
-traceback), Ctrl-C with 130. torch is imported only once a command runs: ``--help`` is instant.
+"""The command line, ``python -m capsedu``: ``train``, ``evaluate``, ``info`` and one command per
+stored-run experiment (``capsedu.experiments.catalogue``), each printing JSON. A rerun with the
+same ``--out`` resumes; ``--fresh`` starts over, removing only what the command wrote; other
+settings, bad arguments (exit 2) and run-time errors (exit 1) are one line (``CAPSEDU_DEBUG=1``:
+the traceback); Ctrl-C exits 130. No torch until a command runs: ``--help`` is instant.
 """
 from __future__ import annotations
 

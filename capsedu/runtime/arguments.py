@@ -69,12 +69,8 @@ def _kind(hint):
 
 
 def _fits(value, kind, spec) -> bool:
-    if spec["choices"] is not None:
-        return value in spec["choices"]
-    if kind is bool:
-        return isinstance(value, bool)
-    if kind not in (int, float):
-        return True
+    if spec["choices"] is not None or kind not in (int, float):
+        return value in spec["choices"] if spec["choices"] is not None else kind is not bool or isinstance(value, bool)
     low, high = spec["low"], spec["high"]
     number = not isinstance(value, bool) and isinstance(value, int if kind is int else (int, float))
     return number and (low < value if spec["low_open"] else low <= value) and value <= high and value < math.inf
