@@ -5,8 +5,8 @@
 For every ``book/*.ipynb`` (the chapters and the appendix pages) it writes a copy whose markdown
 has no MyST left:
 
-- ``{cite}`key``` -> "(Sabour et al., 2017)" from book/references.bib (read by pybtex, as
-  sphinxcontrib-bibtex reads it), with the chapter's reference list at the end;
+- ``{cite}`key``` -> "(Sabour et al., 2017)" from book/references.bib, with the chapter's
+  reference list at the end;
 - ``{doc}`name``` -> a link to the rendered page (``[project.urls] Documentation``), titled as the
   page is (or as the role says);
 - ``{glue:text}`name:fmt``` -> the value the book build glued (``--built``: myst-nb writes
@@ -51,61 +51,44 @@ ROLE = re.compile(r"\{(cite|doc|glue:text)\}`([^`]*)`")
 HTML_ONLY = re.compile(r'\s*<span class="html-only">.*?</span>', re.S)
 FENCE_OPEN = re.compile(r"^(?P<fence>`{3,}|:{3,})\{(?P<name>[\w-]+)\}[ \t]*(?P<title>.*)$")
 OPTION = re.compile(r"^:(?P<key>[\w-]+):[ \t]*(?P<value>.*)$")
-TEX_ACCENTS = {"'": "\u0301", '"': "\u0308", "`": "\u0300", "^": "\u0302", "~": "\u0303"}
 
 
 # ---------------------------------------------------------------- citations
 def detex(text: str) -> str:
-    """BibTeX text as plain Unicode: accents such as {\\'e} composed, grouping braces dropped."""
-    text = re.sub(r"\{?\\([\'\"`^~])\{?(\w)\}?\}?", lambda m: m.group(2) + TEX_ACCENTS[m.group(1)], text)
-    text = text.replace("``", "\u201c").replace("''", "\u201d").replace("--", "\u2013")
-    text = text.replace("{", "").replace("}", "")
-    return unicodedata.normalize("NFC", " ".join(text.split()))
-
-
-def parse_bib(text: str) -> dict[str, dict[str, str]]:
-    """Every entry of a .bib file (pybtex, sphinxcontrib-bibtex's parser): key -> {field: raw value};
-    the author list back in BibTeX's "Last, First and ..." form, braces kept, for ``surnames``."""
-    from pybtex.database import parse_string
-    return {key: {"type": e.type, **{k.lower(): v for k, v in e.fields.items()},
-                  **{role.lower(): " and ".join(map(str, people)) for role, people in e.persons.items()}}
-            for key, e in parse_string(text, "bibtex").entries.items()}
-
-
-def surnames(authors: str) -> list[str]:
-    """The family names of a BibTeX author list ("Sabour, Sara and Frosst, Nicholas"; "{higgsfield}")."""
-    names = []
-    for name in re.split(r"\s+and\s+", authors.strip()):
-        if name.startswith("{") and name.endswith("}"):
-            names.append(detex(name))
-        elif "," in name:
-            names.append(detex(name.split(",")[0]))
-        else:
-            names.append(detex(name).split()[-1])
-    return names
+    """BibTeX text as plain Unicode, by pybtex's LaTeX reader: {\\'e} composed, braces dropped."""
+    from pybtex.richtext import Text
+    return unicodedata.normalize("NFC", " ".join(Text.from_latex(text).render_as("text").split()))
 
 
 class Bibliography:
-    """book/references.bib, cited as "(Sabour et al., 2017)" and listed as a reference section."""
+    """book/references.bib (read by pybtex, as sphinxcontrib-bibtex reads it), cited as
+    "(Sabour et al., 2017)" and listed as a reference section."""
 
     def __init__(self, path: Path):
-        self.entries = parse_bib(Path(path).read_text(encoding="utf-8"))
+        from pybtex.database import parse_string
+        self.entries = parse_string(Path(path).read_text(encoding="utf-8"), "bibtex").entries
+
+    def _authors(self, key: str, full: bool) -> list[str]:
+        """Family names ({higgsfield} stays whole), or "First Last" names with ``full``."""
+        people = self.entries[key].persons.get("author", [])
+        return [detex(" ".join((p.first_names + p.middle_names if full else []) + p.prelast_names + p.last_names))
+                for p in people]
 
     def label(self, key: str) -> str:
         if key not in self.entries:
             raise KeyError(f"{{cite}}`{key}`: no entry {key!r} in the bibliography")
-        entry = self.entries[key]
-        names = surnames(entry.get("author", "")) or [detex(entry.get("title", key))]
+        fields = self.entries[key].fields
+        names = self._authors(key, full=False) or [detex(fields.get("title", key))]
         who = names[0] if len(names) == 1 else " and ".join(names) if len(names) == 2 else f"{names[0]} et al."
-        return f"{who}, {entry.get('year', 'n.d.')}"
+        return f"{who}, {fields.get('year', 'n.d.')}"
 
     def cite(self, keys: str) -> str:
         return "(" + "; ".join(self.label(k.strip()) for k in keys.split(",") if k.strip()) + ")"
 
     def reference(self, key: str) -> str:
         """One line of the reference list: authors (year). Title. Where. Link."""
-        e = {k: detex(v) for k, v in self.entries[key].items()}
-        authors = " and ".join(", ".join(self._full_names(self.entries[key].get("author", ""))).rsplit(", ", 1))
+        e = {k.lower(): v if k.lower() in ("url", "doi") else detex(v) for k, v in self.entries[key].fields.items()}
+        authors = " and ".join(", ".join(self._authors(key, full=True)).rsplit(", ", 1))
         where = e.get("journal") or e.get("booktitle") or e.get("howpublished") or e.get("publisher", "")
         title = e.get("title", key)
         parts = [f"{authors} ({e.get('year', 'n.d.')}). *{title}*{'' if title.endswith(('.', '?', '!')) else '.'}",
@@ -113,17 +96,9 @@ class Bibliography:
         link = e.get("url") or (e.get("doi") and f"https://doi.org/{e['doi']}")
         return " ".join(p for p in [*parts, link and f"<{link}>"] if p)
 
-    @staticmethod
-    def _full_names(authors: str) -> list[str]:
-        full = []
-        for name in re.split(r"\s+and\s+", authors.strip()):
-            last, _, first = name.partition(",")
-            full.append(detex(f"{first.strip()} {last.strip()}" if first else name))
-        return full
-
     def section(self, keys) -> str:
         """The markdown of a chapter's reference list, sorted by the cited labels."""
-        lines = [f"- {self.reference(k)}" for k in sorted(set(keys), key=self.label)]
+        lines = [f"- {self.reference(k)}" for k in sorted(set(keys), key=lambda k: (self.label(k), k))]
         return "## References\n\n" + "\n".join(lines)
 
 

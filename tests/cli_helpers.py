@@ -1,15 +1,43 @@
 """Helpers shared by the tests (plain functions; pytest puts this folder on sys.path)."""
 import importlib.util
 import io
+import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
+import torch
 from PIL import Image
 
 from capsedu import cli
 
 ROOT = Path(__file__).resolve().parent.parent
+TINY = dict(conv_channels=8, primary_types=4, primary_dim=4, digit_dim=8, decoder_hidden=(32,))  # a CapsNet of a second
+
+
+def subset(d, n_train, n_test):
+    """The first ``n_train`` training and ``n_test`` test digits of a dataset (``mnist_sample``)."""
+    return SimpleNamespace(x_train=d.x_train[:n_train], y_train=d.y_train[:n_train], x_test=d.x_test[:n_test],
+                           y_test=d.y_test[:n_test], name=d.name, source=d.source)
+
+
+def noise(n_train=32, n_test=8, seed=1):
+    """Random images with random labels: enough to check bookkeeping and refusals, not learning."""
+    g = torch.Generator().manual_seed(seed)
+    return SimpleNamespace(x_train=torch.rand(n_train, 1, 28, 28, generator=g), y_train=torch.randint(0, 10, (n_train,), generator=g),
+                           x_test=torch.rand(n_test, 1, 28, 28, generator=g), y_test=torch.randint(0, 10, (n_test,), generator=g))
+
+
+def child(code: str, *argv):
+    """A Python process running ``code`` in the repository (its stdin, stdout and stderr are pipes)."""
+    return subprocess.Popen([sys.executable, "-c", code, *map(str, argv)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+
+
+def no_preview():
+    """The preview a reader of stored runs is given where a stored folder must be usable."""
+    raise AssertionError("the stored run was usable: no preview should run")
 
 
 def run(capsys, *argv):

@@ -18,13 +18,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "capsedu"
 
 # folder -> the folders it may import (besides itself and the root's constants)
 ALLOWED = {
-    "core": set(),
-    "methods": {"core"},
-    "runtime": set(),
-    "data": {"runtime"},
-    "training": {"core", "data", "runtime"},
-    "speed": {"core", "runtime"},
-    "figures": {"core", "methods", "runtime"},
+    "core": set(), "methods": {"core"}, "runtime": set(), "data": {"runtime"}, "training": {"core", "data", "runtime"},
+    "speed": {"core", "runtime"}, "figures": {"core", "methods", "runtime"},
     "experiments": {"core", "methods", "runtime", "data", "training", "speed", "figures"},
 }
 ROOT_MODULES = {"capsedu", "capsedu.cli", "capsedu.__main__"}
@@ -51,17 +46,13 @@ def imports(path: Path, name: str):
             if target == "capsedu" or target.startswith("capsedu."):
                 found.append((target, [a.name for a in node.names], node.lineno))
         elif isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.name.startswith("capsedu"):
-                    found.append((alias.name, [], node.lineno))
+            found += [(alias.name, [], node.lineno) for alias in node.names if alias.name.startswith("capsedu")]
     return found
 
 
 def resolve(target: str, names, known):
     """The modules an import statement loads: ``from capsedu.x import y`` loads capsedu.x.y if it is a module."""
-    loaded = [target]
-    loaded += [f"{target}.{n}" for n in names if f"{target}.{n}" in known]
-    return loaded
+    return [target] + [f"{target}.{n}" for n in names if f"{target}.{n}" in known]
 
 
 def folder(module: str) -> str:
@@ -80,13 +71,9 @@ def experiment(module: str):
 
 def graph(package: Path = PACKAGE):
     known = modules(package)
-    edges = {}
-    for name, path in known.items():
-        edges[name] = []
-        for target, names, line in imports(path, name):
-            for dep in resolve(target, names, known):
-                if dep in known and dep != name:
-                    edges[name].append((dep, names if dep == target else [], line))
+    edges = {name: [(dep, names if dep == target else [], line) for target, names, line in imports(path, name)
+                    for dep in resolve(target, names, known) if dep in known and dep != name]
+             for name, path in known.items()}
     return known, edges
 
 
@@ -142,8 +129,7 @@ def test_the_import_table_holds():
 
 
 def test_every_folder_is_in_the_table():
-    folders = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
-    assert folders == set(ALLOWED)
+    assert {p.parent.name for p in PACKAGE.glob("*/__init__.py")} == set(ALLOWED)
 
 
 def test_size_limits():

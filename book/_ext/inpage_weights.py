@@ -1,4 +1,4 @@
-"""Sphinx extension: the weight files of chapter 6's in-page CapsNet, written at build time.
+"""Sphinx extension: the weight files of the in-page CapsNet (book/appendix_inpage), written at build time.
 
 ``book/_static/capsnet.js`` (copied by ``html_static_path`` in _config.yml) computes the
 shipped CapsNet in the page; the weights it downloads on request are made here from the

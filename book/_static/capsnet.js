@@ -1,4 +1,4 @@
-/* capsnet.js: chapter 6's CapsNet computed in the page, in plain JavaScript (no library).
+/* capsnet.js: the CapsNet computed in the page (book/appendix_inpage), in plain JavaScript (no library).
 
    - Weights: two files written when the book is built (capsedu/figures/inpage.py), fetched
      only when the reader asks: the decoder (float16) and the encoder (int8 + scales).

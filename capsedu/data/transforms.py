@@ -1,18 +1,10 @@
 """Shifts and affine transformations: the paper's augmentation (chapters 5, 7) and chapter 9's test sets.
 
-- ``shift_images``: move each image by its own whole-pixel (dy, dx), zero filled: the one shift
-  that ``random_shift`` and ``pad_and_shift`` both use (each draws its offsets its own way).
-- ``random_shift``: shift each image by up to 2 px in each axis, zero padded (the paper's augmentation).
-
-- ``center_on_canvas``: put (B, C, H, W) digits in the middle of a larger empty canvas.
-- ``pad_and_shift``: the paper's affNIST training set: each digit placed at a random
-  position on a 40x40 canvas (centred, then shifted by up to ``max_shift`` pixels).
-- ``random_affine``: an affNIST-style test set: random rotation, shear, per-axis scale and
-  a translation that keeps the digit's ink inside the canvas, all ranges times ``strength``.
-- ``affine_test_set``: ``random_affine`` of a whole test set from one seed.
-
-Everything is vectorised, no loop over images: shifts are two gathers, the affine maps one
-``affine_grid`` + ``grid_sample`` per batch.
+``shift_images`` is the one whole-pixel, zero-filled shift behind ``random_shift`` (the paper's
+augmentation) and ``pad_and_shift`` (affNIST training: centred on a 40x40 canvas, then shifted);
+``random_affine`` makes affNIST-style test digits (rotation, shear, per-axis scale, a translation
+that keeps the ink on the canvas, all ranges times ``strength``). Vectorised, no loop over images:
+shifts are two gathers, the affine maps one ``affine_grid`` + ``grid_sample`` per batch.
 Coordinates are (x, y) pixel offsets from the canvas centre; ``A`` is the 2x2 linear part.
 """
 from __future__ import annotations

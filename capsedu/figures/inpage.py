@@ -1,22 +1,12 @@
 """The CapsNet computed in the rendered page: weight files for ``book/_static/capsnet.js`` and its panel.
 
-- ``weight_files(model)``: the two files the page downloads on request, as bytes:
-  ``capsnet-decoder.bin`` (the decoder, float16: the shipped weights are float16, so it is
-  their exact copy) and ``capsnet-encoder.bin`` (conv1 in float16; the primary-capsule
-  convolution and the 1,152 x 10 transformation matrices in int8 with one float32 scale per
-  output channel or per matrix, half the bytes of float16).
-- ``write_weight_files(model, folder)``: writes them (the book's Sphinx extension
-  ``book/_ext/inpage_weights.py`` does, into the built book's ``_static``).
-- ``read_weights(data)``: a file back to float32 tensors, as the page reads it.
-- ``int8_error(model, images)``: what the int8 encoder costs, measured against ``model``.
-- ``InPagePanel`` / ``inpage_panel(model, digits, samples)``: the HTML a notebook cell shows:
-  the test digits' capsules (computed here, at build time), sample digits for the drawing
-  canvas, and a loader for ``capsnet.js`` (filled from ``page/inpage.html`` and ``inpage-loader.js``).
-  Without JavaScript, or in Jupyter and Colab, it shows a note only: the static twin and the
-  live widget are there for those.
-
-File layout: ``uint32`` header length, a JSON header (config and, per tensor, shape, dtype,
-offset and, for int8, the offset of its scales), then the tensors, each 4-byte aligned.
+The page downloads two files on request (``weight_files``; the book's Sphinx extension
+``book/_ext/inpage_weights.py`` writes them): the decoder in float16 (an exact copy of the shipped
+float16 weights) and the encoder, conv1 in float16, the primary convolution and the 1,152 x 10
+matrices in int8 with one float32 scale per output channel or matrix (half float16's bytes;
+``int8_error`` measures the cost). Layout: ``uint32`` header length, a JSON header (config; per
+tensor shape, dtype, offset, and for int8 its scales' offset), then the tensors, 4-byte aligned.
+``inpage_panel`` is the HTML a cell shows; in Jupyter and Colab it is a note only.
 """
 from __future__ import annotations
 

@@ -1,15 +1,9 @@
 """Static twins of the widgets, for the rendered book where no kernel runs.
 
-- ``Twin``: frames (PNG) precomputed at build time, one per setting of its controls, and one
-  self-contained HTML snippet (``<input type=range>`` / ``<select>`` + a few lines of plain
-  JavaScript that swap the shown ``<img>``), filled from ``page/twin.html``, ``twin.css`` and
-  ``twin.js``. No CDN, no kernel; with JavaScript off the default frame is still shown and the
-  controls stay hidden.
-- ``squash_twin()``, ``routing_twin(model, image)``, ``perturbation_twin(model, images)``:
-  the frames come from the same computations and renderers as the live widgets in
-  ``widgets.py``, so a twin shows exactly what the widget would for the same settings.
-- Each twin is a ``<div class="capsedu-twin" data-twin="...">``; a notebook cell that
-  evaluates a ``Twin`` displays it (``_repr_html_``).
+A ``Twin`` is one PNG frame per setting of its controls, precomputed at build time with the same
+renderers as the live widgets (so it shows what the widget would), and one self-contained HTML
+snippet (filled from ``page/twin.html``, ``twin.css``, ``twin.js``) whose few lines of JavaScript
+swap the shown image: no CDN, no kernel; without JavaScript the default frame still shows.
 """
 from __future__ import annotations
 

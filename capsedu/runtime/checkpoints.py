@@ -1,15 +1,10 @@
 """The checkpoints that ``capsedu.training.loop.fit`` writes and resumes from.
 
-- A checkpoint is one ``torch.save`` file (read back with ``weights_only=True``): the model,
-  optimizer, scheduler and scaler states, the random generators, the history so far, and
-  the run's settings, so that resuming can refuse a checkpoint from a different run.
-- ``save_atomic``: written to a temporary file beside ``path`` and renamed, with Ctrl-C held back until the
-  file is complete; no ``.tmp`` survives an error, and ``remove_stale_tmp`` clears the one a
-  killed process (SIGKILL, power loss) left behind.
-- ``load_checkpoint``: every record of the file passes its zip CRC-32 (torch stores one per
-  tensor) before anything is unpickled, so one flipped bit is refused rather than loaded,
-  and the keys a checkpoint must hold are checked; each problem is one ``CheckpointError``
-  line naming the file.
+One ``torch.save`` dict (read back with ``weights_only=True``): model, optimizer, scheduler and
+scaler states, the random generators, the history and the run's settings (so that resuming
+refuses another run's file). torch.load checks no CRC, so ``load_checkpoint`` tests every zip
+record's CRC-32 first: one flipped bit is refused, not loaded. Each problem is one
+``CheckpointError`` line naming the file.
 """
 from __future__ import annotations
 
@@ -57,15 +52,6 @@ def _fresh_start_hint(path: str) -> str:
     return f"delete the file {path} (or choose another checkpoint path) to start fresh"
 
 
-def _not_a_file(path: str):
-    if os.path.isdir(path):
-        return CheckpointError(f"checkpoint {path} is a folder; expected a checkpoint file "
-                               f"(e.g. {os.path.join(path, 'checkpoint.pt')})")
-    if not os.path.exists(path):
-        return CheckpointError(f"checkpoint {path} not found")
-    return None
-
-
 def check_integrity(path: str, what: str = "checkpoint") -> None:
     """Every record of the torch zip file at ``path`` matches its stored CRC-32; else one clear error."""
     # torch.load checks no CRC: 60 of 60 single-bit flips in a small CapsNet's file loaded without error
@@ -103,9 +89,11 @@ def load_checkpoint(path: str, resuming: bool = True) -> Dict:
     ``resuming`` (fit's use): the error says how to start fresh; else (``evaluate``) it says what the
     file is instead, and advises nothing about deleting it."""
     path = os.fspath(path)
-    error = _not_a_file(path)
-    if error is not None:
-        raise error
+    if os.path.isdir(path):
+        raise CheckpointError(f"checkpoint {path} is a folder; expected a checkpoint file "
+                              f"(e.g. {os.path.join(path, 'checkpoint.pt')})")
+    if not os.path.exists(path):
+        raise CheckpointError(f"checkpoint {path} not found")
     hint = _fresh_start_hint(path) if resuming else "expected a checkpoint.pt written by python -m capsedu train"
     if not resuming and _what_it_is(path):
         raise CheckpointError(f"{path}: {_what_it_is(path)}; {hint}")

@@ -1,18 +1,9 @@
-"""Stored runs as JSON files, written so that nothing is lost (no torch needed).
+"""Where stored runs come from and where they are read: provenance, the shipped copies, the chapters' choice.
 
-- writing one: ``capsedu.runtime.files.write_json``, atomic (a temporary file in the same folder,
-  then a rename), with the temporary file removed on any failure.
-- ``command_line(argv)``: ``python -m capsedu ...`` as a shell would take it.
-- ``provenance(command, device)``: command, date, hardware, threads, versions: the one header every
-  stored run, benchmark and exported weight file carries (the experiments add their settings to it).
-- ``results_dir()``, ``benchmarks_dir()``: the stored runs and benchmark results, wherever the book
-  runs: the copies an installed package ships (``capsedu/shipped/``, written by ``setup.py``), else
-  the checkout's ``results/`` and ``benchmarks/results/``; never relative to the working directory.
-- ``stored_run(name)``: one of those stored runs (an experiment's folder), checked by
-  ``capsedu.runtime.stored`` (format, checksum, schema): None only when it is not there; a damaged
-  one is one ``StoredRunError`` line naming it.
-- ``stored_or_preview(name, check)``: what a chapter calls: (data, None), or (None, the one line
-  to print before showing its live preview instead); a notebook never stops on a stored file.
+``provenance`` is the one header every stored run, benchmark and weight file carries.
+``results_dir``/``benchmarks_dir`` find the copies an installed package ships (``capsedu/shipped/``,
+written by ``setup.py``), else the checkout's, never relative to the working directory.
+``stored_or_preview`` is what a chapter calls: a notebook never stops on a stored file.
 """
 from __future__ import annotations
 

@@ -1,27 +1,10 @@
-"""The one stored-run format: every experiment writes it, and resume, ``stored_run`` and the chapters read it.
+"""The one stored-run format: every experiment writes it; resume, ``stored_run`` and the chapters read it.
 
-A stored run is one JSON object: a header (provenance, the settings under ``"settings"``) and
-``"run"``, the record of one finished (model, seed) run
-of an experiment (``capsedu.experiments.shared.runs``; files from before one file per run held
-``"runs"``, a list, split by a one-off script now in the git history), plus two keys that make it
-checkable:
-
-- ``"format"``: ``FORMAT`` (1), the version of this layout;
-- ``"checksum"``: ``"sha256:"`` + the sha256 of ``canonical(data)``, i.e. of
-  ``json.dumps(data without "checksum", sort_keys=True)`` as UTF-8; a changed digit fails it.
-
-``check_schema`` checks the header's and the record's keys and types: the record's name
-(``model``, ``method`` or ``variant``) is a str, its ``seed`` an int >= 0 (a folder holds each
-(name, seed) once: its file is named after it, ``run_files``, and holds every field the folder's
-other runs of its name hold). ``read_stored(path)`` -> the data,
-or one ``StoredRunError`` line naming the file and what is wrong. ``seal(data)`` adds the two keys;
-``write_stored`` writes a sealed copy atomically.
-
-Files written before format 1 (no ``"format"``, no ``"checksum"``) are *legacy*: resuming
-accepts them after the schema check, as runs already done; ``stored_run`` and the chapters
-(``require_checksum=True``) refuse them with a line saying to rerun their command with ``--fresh``
-(nothing can seal a file whose content cannot be verified). The repository's ``results/`` files are
-all sealed.
+A stored run is one JSON file per finished (name, seed) run, ``<name>-seed<k>.json``: a header
+(provenance, ``"settings"``), the record ``"run"``, ``"format"`` (``FORMAT``) and ``"checksum"``
+(``"sha256:"`` + the sha256 of ``canonical(data)``: a changed digit fails it). Every problem is one
+``StoredRunError`` line naming the file. Files without a checksum (before format 1) are resumed as
+runs done but never shown as measured; the repository's ``results/`` files are all sealed.
 """
 from __future__ import annotations
 

@@ -21,7 +21,6 @@ The precision to run it in is ``capsedu.runtime.device.resolve_amp("auto", devic
 from __future__ import annotations
 
 import functools
-import warnings
 
 import torch
 from torch import nn
@@ -29,23 +28,12 @@ from torch import nn
 from capsedu.core.layers import DenseCapsules, PrimaryCapsules, SharedCapsules
 from capsedu.core.routing import dynamic_routing
 from capsedu.speed.gemm_conv import GemmConv2d
-from capsedu.speed.routing import dispatch_mode_active, votes_and_routing
+from capsedu.speed.routing import compiled_or_eager, votes_and_routing
 
 __all__ = ["fused_routing", "accelerate"]
 
 
-@functools.lru_cache(maxsize=None)
-def _compiled_loop():
-    return torch.compile(dynamic_routing, fullgraph=True)
-
-
-# Each iteration count, mode, precision and grad mode is its own graph (the loop is
-# unrolled); dynamo's default of 8 graphs per function is too few for a notebook that
-# compares them. The higher limit applies only while fused routing runs.
-RECOMPILE_LIMIT = 64
-
-
-_compile_failed = False
+_compiled_loop = compiled_or_eager(dynamic_routing, fullgraph=True)
 
 
 def fused_routing(u_hat: torch.Tensor, iterations: int = 3, mode: str = "hinton", return_history: bool = False,
@@ -57,31 +45,23 @@ def fused_routing(u_hat: torch.Tensor, iterations: int = 3, mode: str = "hinton"
     not for a new batch size. If compilation fails (no C++ compiler, an unsupported
     platform, too many variants) it warns once and runs the loop eagerly.
     """
-    global _compile_failed
     if return_history:
         raise ValueError("fused_routing keeps no history; call capsedu.core.routing.dynamic_routing for it")
     dynamic_routing(u_hat[:0], iterations, mode)  # its argument check, eagerly, on an empty batch (no work)
     # Without autograd, detaching changes nothing: one compiled variant fewer.
     args = (iterations, mode, False, float(squash_k), bool(detach_inner) and torch.is_grad_enabled())
-    if compile and not _compile_failed and not dispatch_mode_active():
-        if u_hat.device.type == "cpu":
-            # The votes copied with i innermost: the compiled CPU kernels then vectorise routing's
-            # sums over i, where with core's layout they sum 16 numbers per vote (the whole step
-            # a few percent faster, copy included). Core keeps its layout: with i innermost, its
-            # einsum's backward is slow for a gradient laid out like the votes.
-            u_hat = u_hat.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2)
-        # One kernel for every batch size (training batches, a smaller last batch,
-        # evaluation batches) rather than one compilation per size.
-        torch._dynamo.maybe_mark_dynamic(u_hat, 0)
-        limit = max(RECOMPILE_LIMIT, torch._dynamo.config.recompile_limit)
-        try:
-            with torch._dynamo.config.patch(recompile_limit=limit):
-                return _compiled_loop()(u_hat, *args)
-        except Exception as err:  # compilation problems surface at the first call
-            _compile_failed = True
-            warnings.warn(f"capsedu.speed.fast: torch.compile failed ({type(err).__name__}: {err}); "
-                          "routing runs eagerly instead", RuntimeWarning, stacklevel=2)
-    return dynamic_routing(u_hat, *args)
+    if not compile:
+        return dynamic_routing(u_hat, *args)
+    if u_hat.device.type == "cpu":
+        # The votes copied with i innermost: the compiled CPU kernels then vectorise routing's
+        # sums over i, where with core's layout they sum 16 numbers per vote (the whole step
+        # a few percent faster, copy included). Core keeps its layout: with i innermost, its
+        # einsum's backward is slow for a gradient laid out like the votes.
+        u_hat = u_hat.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2)
+    # One kernel for every batch size (training batches, a smaller last batch,
+    # evaluation batches) rather than one compilation per size.
+    torch._dynamo.maybe_mark_dynamic(u_hat, 0)
+    return _compiled_loop(u_hat, *args)
 
 
 class _VotesAndRouting:

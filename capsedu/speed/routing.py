@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import warnings
+from types import SimpleNamespace
 
 import torch
 
@@ -177,36 +178,40 @@ def dispatch_mode_active() -> bool:
     return _get_current_dispatch_mode() is not None
 
 
-class _Passes:
-    """PASSES, eager or compiled; a compiled pass falls back to eager, with one warning,
-    if compilation fails (no C++ compiler, an unsupported platform)."""
-    failed = False
+# Each shape, dtype, mode, iteration count and grad mode is its own graph; dynamo's default
+# of 8 per function is too few for a notebook that compares them (raised only while we run).
+RECOMPILE_LIMIT = 64
+_compile_failed = False
 
-    def __init__(self, compile):
-        for fn in PASSES:
-            setattr(self, fn.__name__, self._compiled(fn) if compile else fn)
 
-    @staticmethod
-    def _compiled(fn):
-        compiled = torch.compile(fn)
+def compiled_or_eager(fn, **options):
+    """``fn`` run as ``torch.compile(fn, **options)`` (compiled at the first call); eager inside a
+    dispatch mode, and for good, with one warning, once a compilation failed (no C++ compiler,
+    an unsupported platform)."""
+    compiled = None
 
-        def run(*args):
-            if not _Passes.failed and not dispatch_mode_active():
-                try:   # a graph per shape and dtype: more than dynamo's default 8 in a notebook
-                    with torch._dynamo.config.patch(recompile_limit=max(
-                            64, torch._dynamo.config.recompile_limit)):
-                        return compiled(*args)
-                except Exception as err:  # compilation problems surface at the first call
-                    _Passes.failed = True
-                    warnings.warn(f"capsedu.speed.routing: torch.compile failed ({type(err).__name__}:"
-                                  f" {err}); routing runs eagerly instead", RuntimeWarning, stacklevel=2)
-            return fn(*args)
-        return run
+    @functools.wraps(fn)
+    def run(*args):
+        nonlocal compiled
+        global _compile_failed
+        if not _compile_failed and not dispatch_mode_active():
+            compiled = compiled or torch.compile(fn, **options)
+            limit = max(RECOMPILE_LIMIT, torch._dynamo.config.recompile_limit)
+            try:
+                with torch._dynamo.config.patch(recompile_limit=limit):
+                    return compiled(*args)
+            except Exception as err:  # compilation problems surface at the first call
+                _compile_failed = True
+                warnings.warn(f"capsedu.speed: torch.compile failed ({type(err).__name__}: {err});"
+                              " routing runs eagerly instead", RuntimeWarning, stacklevel=2)
+        return fn(*args)
+    return run
 
 
 @functools.lru_cache(maxsize=None)
 def _passes(compile):
-    return _Passes(compile)
+    """PASSES as attributes, each compiled (``compiled_or_eager``) or eager."""
+    return SimpleNamespace(**{fn.__name__: compiled_or_eager(fn) if compile else fn for fn in PASSES})
 
 
 def _inside(u, W):

@@ -1,19 +1,12 @@
 """The training loop: ``fit`` and its four steps.
 
-- ``fit(model, data, config, **overrides)``: the settings are one ``TrainConfig``
-  (``capsedu.training.config``). Adam with the official code's staircase decay (x0.96 every
-  2,000 steps), whole datasets kept as tensors on the device, shift augmentation, bf16/fp16
-  autocast (the precision from ``capsedu.runtime.device.resolve_amp``; fp16 with a
-  ``GradScaler``), an optional ``torch.compile``, one progress bar per run (epochs as the unit,
-  accuracy in the postfix) and checkpoints that resume bit-exactly (on CPU) after an interruption.
-- ``fit`` is four small steps, public so that the experiments can train epoch by epoch:
-  ``start_run`` (set-up, or resume from a checkpoint), ``train_epoch`` (one pass over the
-  training set), ``epoch_record`` (the epoch's line in the history) and ``checkpoint_state``
-  (what a checkpoint holds).
-- ``evaluate`` / ``predict_lengths`` live in ``capsedu.training.evaluation``: accuracy and scores in eval mode.
-- ``History``: one plain dict per epoch, ready for json and for the book's plots.
-- Checkpoints (``capsedu.runtime.checkpoints``): written atomically each epoch, read back with
-  one clear error if anything is wrong.
+- ``fit(model, data, config, **overrides)``: Adam with the official code's staircase decay,
+  whole datasets as tensors on the device, shift augmentation, bf16/fp16 autocast, an optional
+  ``torch.compile``, one progress bar per run, and a checkpoint each epoch that resumes
+  bit-exactly (on CPU) after an interruption.
+- The steps, public so that the experiments can train epoch by epoch: ``start_run`` (set-up or
+  resume), ``train_epoch``, ``epoch_record`` (the epoch's line in the ``History``) and
+  ``checkpoint_state``.
 """
 from __future__ import annotations
 
@@ -281,12 +274,6 @@ def checkpoint_state(run: Run, epoch: int) -> Dict:
 
 
 # ---------------------------------------------------------------- the whole run
-def _epoch_bar(run: Run, epochs: int, progress: bool):
-    """One bar for the run, epochs as the unit (fractions within an epoch), ETA from the rate so far."""
-    return tqdm(total=epochs, initial=run.start - 1, desc="fit", unit="epoch", disable=not progress,
-                bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.2f}/{total} epochs [{elapsed}<{remaining}{postfix}]")
-
-
 def fit(model, data, config: Optional[TrainConfig] = None, *, on_epoch_end=None, **overrides) -> History:
     """Train ``model`` on ``data`` (x_train, y_train, x_test, y_test tensors) and return its ``History``.
 
@@ -317,7 +304,10 @@ def fit(model, data, config: Optional[TrainConfig] = None, *, on_epoch_end=None,
     if run.start > epochs:
         return run.history
     shown = {"loss": "-", "train_acc": "-", "test_acc": "-", "img/s": "-"}  # this epoch's so far; test: the last
-    with _epoch_bar(run, epochs, progress) as bar:
+    # one bar for the run, epochs as the unit (fractions within an epoch), ETA from the rate so far
+    bar = tqdm(total=epochs, initial=run.start - 1, desc="fit", unit="epoch", disable=not progress,
+               bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.2f}/{total} epochs [{elapsed}<{remaining}{postfix}]")
+    with bar:
         for epoch in range(run.start, epochs + 1):
             def advance(fraction, running, base=epoch - 1):
                 shown.update({"loss": f"{running['loss']:.4f}", "train_acc": f"{running['acc']:.3f}",

@@ -1,15 +1,8 @@
-"""The shipped, pretrained CapsNet.
+"""The shipped, pretrained CapsNet (``load_capsnet``, ``weights_info``).
 
-- ``load_capsnet(device)``: the paper's CapsNet with weights trained by our own CLI
-  on the embedded sample's 9,000 training digits (with 2-px shifts), in eval mode;
-  the file is checked against the sha256 in its JSON before it is read.
-- ``capsnet_from_state(config, state)``: a CapsNet rebuilt from a stored config and weights
-  (here and in the CLI), the shapes checked against the config before anything is allocated.
-- ``weights_info()``: the JSON beside the weights (command, epochs, seconds,
-  hardware, date and accuracy on the sample's 1,000 test digits).
-
-The shipped ``.pt`` is a training checkpoint's CapsNet config and state dict, the weights
-converted to fp16; the accuracy in its JSON was measured after that conversion.
+The weights: the paper's CapsNet trained by our own CLI on the embedded sample's 9,000 training
+digits (2-px shifts), a checkpoint's config and state dict converted to fp16; the accuracy in its
+JSON was measured after that conversion, and the file is checked against its sha256 before use.
 """
 from __future__ import annotations
 
@@ -41,8 +34,6 @@ def weights_info() -> Dict:
     if not path.exists():
         raise FileNotFoundError(f"pretrained metadata {path} is missing; reinstall capsedu")
     return json.loads(path.read_text())
-
-
 
 
 def config_from_dict(values) -> CapsNetConfig:

@@ -17,10 +17,6 @@ def repository_url() -> str:
     return match.group(1)
 
 
-def test_there_are_notebooks():
-    assert NOTEBOOKS
-
-
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.name)
 def test_each_notebook_is_wired_in(nb):
     """_config.yml's repository URL as its REPO_URL, no outputs, in _toc.yml, nbformat 4.5 cell ids
@@ -41,15 +37,11 @@ def test_each_notebook_is_wired_in(nb):
         assert "NBVAL_" not in "".join(cell["source"]) and not any(t.startswith("nbval") for t in tags)
 
 
-def test_the_package_names_the_same_repository():
+def test_the_package_names_the_same_repository_and_ships_the_licences():
+    assert NOTEBOOKS                                   # the parametrized test above is not empty
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     url = repository_url()
-    assert project["urls"]["Repository"] == url
-    assert project["urls"]["Issues"] == f"{url}/issues"
-
-
-def test_the_licences_are_declared_and_shipped():
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["urls"]["Repository"] == url and project["urls"]["Issues"] == f"{url}/issues"
     assert project["license"] == "MIT AND CC-BY-SA-3.0"
     for path in project["license-files"]:
         assert (ROOT / path).is_file(), f"license file {path} is missing"

@@ -1,16 +1,9 @@
 """The built book in a real browser: headless Chromium (Debian's chromium + chromium-driver)
 driven by Selenium, the pages served on loopback.
 
-Asserts, page by page: no JavaScript errors in the console, none allow-listed; every request
-the page makes (scripts, fonts, images, the favicon) goes to the book's own server and finds its
-file; every math element typeset by MathJax, served from the Python package
-sphinx-mathjax-offline; each static twin present, and moving its slider or changing its select
-swaps the shown frame; with JavaScript off, the twins still show their default image; at 1280 px,
-with hidden cells opened, no code or output block wider than its box, no table wider than the
-column or with unpadded cells, and ruff's line-length fits a code box; the twins'
-settings, written to the URL's fragment, come back when that URL is opened; each of chapters
-1-7 asks a question whose answer shows only after a choice. Read from
-the files: no page carries a frozen ipywidget, its state or a widget renderer (book/_ext).
+Page by page (each test names its property): console errors, requests to the book's own server
+only, MathJax served from sphinx-mathjax-offline, the static twins, widths at 1280 px, URL
+fragments, the questions; read from the files: no frozen ipywidget or widget renderer.
 Screenshots go to $CAPSEDU_SCREENSHOTS (default _build/screenshots), build artefacts only.
 
 Needs the built book: $CAPSEDU_HTML (default _build/html). Skips with the reason when Chromium

@@ -65,11 +65,8 @@ def test_citations_as_author_year_and_the_reference_list():
         BIB.cite("nobody2020")
 
 
-def test_glued_text_is_escaped_for_markdown():  # its formatting is myst-nb's format_plain_text
-    assert copies.escape_markdown("2*3_x") == r"2\*3\_x"
-
-
-def test_directives_become_details_or_quotes_and_html_only_text_goes():
+def test_directives_become_details_or_quotes_and_html_only_text_goes_and_glue_is_escaped():
+    assert copies.escape_markdown("2*3_x") == r"2\*3\_x"       # glued text: myst-nb's format_plain_text, escaped
     text = "Try:\n\n````{admonition} Solution 1\n:class: dropdown\nUse\n```python\nx = 1\n```\n````\nafter"
     out = copies.directives_to_markdown(text)
     assert out.split("\n")[2:5] == ["<details>", "<summary>Solution 1</summary>", ""]

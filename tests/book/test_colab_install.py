@@ -17,9 +17,6 @@ def test_the_one_place_agrees_with_the_book_config():
     config = (ROOT / "_config.yml").read_text()
     assert re.search(r"^repository:\s*\n\s+url:\s*(\S+)", config, re.M).group(1) == capsedu.REPO_URL
     assert capsedu.REVISION == f"v{capsedu.__version__}"          # a release tag, not a branch that moves
-
-
-def test_the_version_is_in_one_place():
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert "version" not in pyproject["project"] and pyproject["project"]["dynamic"] == ["version"]
     assert pyproject["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "capsedu.__version__"}

@@ -44,13 +44,9 @@ def shown_draws(log: Path):
 
 def too_small(draws):
     """[(cell, rendered px, text)] for every text below MIN_PX on the page."""
-    found = []
-    for (cell, _), r in draws.items():
-        for size, text in r["texts"]:
-            px = rendered_px(size, r["dpi"], r["width_px"])
-            if px < MIN_PX:
-                found.append((cell, round(px, 1), text))
-    return found
+    found = [(cell, rendered_px(size, r["dpi"], r["width_px"]), text)
+             for (cell, _), r in draws.items() for size, text in r["texts"]]
+    return [(cell, round(px, 1), text) for cell, px, text in found if px < MIN_PX]
 
 
 def run_with_probe(notebook: Path, log: Path):

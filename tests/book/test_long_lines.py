@@ -108,21 +108,13 @@ def test_glue_calls_are_hidden_in_the_html(path):
 
 
 # The package code the chapters print (inspect.getsource, or chapters 9 and 10's show()).
-SHOWN = ["capsedu.core.squashing:squash", "capsedu.core.squashing:safe_norm",
-         "capsedu.core.routing:dynamic_routing", "capsedu.core.layers:PrimaryCapsules",
-         "capsedu.core.layers:RoutedCapsules", "capsedu.core.layers:DenseCapsules",
-         "capsedu.core.capsnet:Decoder", "capsedu.core.losses:margin_loss",
-         "capsedu.core.losses:reconstruction_loss", "capsedu.core.capsnet:CapsNet",
-         "capsedu.core.capsnet:CapsNet.capsules",
-         "capsedu.core.capsnet:CapsNet.forward", "capsedu.data.transforms:random_affine",
-         "capsedu.experiments.ablation:make_variant",
-         "capsedu.experiments.multimnist:PairCapsNet.forward", "capsedu.methods.em:m_step",
-         "capsedu.methods.em:e_step", "capsedu.methods.em:em_routing",
-         "capsedu.methods.matrix_capsnet:ClassMatrixCapsules.votes",
-         "capsedu.methods.attention:self_attention_routing",
-         "capsedu.methods.tutorial_capsnet:tutorial_squash",
-         "capsedu.methods.tutorial_capsnet:tutorial_routing",
-         "capsedu.speed.routing:_route_backward"]
+SHOWN = [f"capsedu.{module}:{name}" for module, names in {
+    "core.squashing": "squash safe_norm", "core.routing": "dynamic_routing", "core.losses": "margin_loss reconstruction_loss",
+    "core.layers": "PrimaryCapsules RoutedCapsules DenseCapsules", "core.capsnet": "Decoder CapsNet CapsNet.capsules CapsNet.forward",
+    "data.transforms": "random_affine", "experiments.ablation": "make_variant", "experiments.multimnist": "PairCapsNet.forward",
+    "methods.em": "m_step e_step em_routing", "methods.matrix_capsnet": "ClassMatrixCapsules.votes",
+    "methods.attention": "self_attention_routing", "methods.tutorial_capsnet": "tutorial_squash tutorial_routing",
+    "speed.routing": "_route_backward"}.items() for name in names.split()]
 PRINTS = re.compile(r"(?:getsource|(?<![\w.])show)\(([\w.]+)\)")
 WHOLE_MODEL = re.compile(r"WHOLE_MODEL = \(([^)]*)\)")  # chapter 4's whole-model screen, printed
 

@@ -29,9 +29,7 @@ def test_stored_chapter_times_say_when_where_and_under_what_load(path):
     assert run["hardware"] and run["date"][:4].isdigit()
     names = [c["notebook"] for c in run["chapters"]]
     assert len(names) == len(set(names)) and all((ROOT / "book" / RENAMED.get(n, n)).exists() for n in names)
-    for chapter in run["chapters"]:
-        assert chapter["seconds"] > 0
-        assert len(chapter["load_average_1min_before_after"]) == 2
+    assert all(c["seconds"] > 0 and len(c["load_average_1min_before_after"]) == 2 for c in run["chapters"])
     assert run["total_seconds"] == pytest.approx(sum(c["seconds"] for c in run["chapters"]), abs=0.2)
 
 

@@ -1,9 +1,8 @@
 """Bad input to the Python API: each case is refused up front, by a ValueError or TypeError whose one
 line names what was expected, and nothing is trained or changed on the way."""
-from types import SimpleNamespace
-
 import pytest
 import torch
+from cli_helpers import TINY, noise
 
 from capsedu.core.capsnet import CapsNet
 from capsedu.core.heads import CapsuleClassifier, PoolingClassifier
@@ -14,7 +13,6 @@ from capsedu.training.evaluation import evaluate, predict_lengths
 from capsedu.training.loop import fit
 from capsedu.training.pretrained import config_from_dict
 
-TINY = dict(conv_channels=8, primary_types=4, primary_dim=4, digit_dim=8, decoder_hidden=(32,))
 FAST = dict(device="cpu", progress=False)
 
 
@@ -114,9 +112,7 @@ def test_bad_labels_in_losses_evaluate_and_forward(labels, error, match):
     (dict(y_train=lambda y: y[:-1]), "x_train must be float images"),
 ])
 def test_fit_checks_labels_before_the_first_step(change, match):
-    g = torch.Generator().manual_seed(1)
-    data = SimpleNamespace(x_train=torch.rand(16, 1, 28, 28, generator=g), y_train=torch.randint(0, 10, (16,), generator=g),
-                           x_test=torch.rand(8, 1, 28, 28, generator=g), y_test=torch.randint(0, 10, (8,), generator=g))
+    data = noise(16, 8)
     for name, f in change.items():
         setattr(data, name, f(getattr(data, name)))
     torch.manual_seed(0)

@@ -1,9 +1,8 @@
 """Numbers that used to come out wrong without a word: huge and tiny squash inputs, NaN images,
 non-finite hyperparameters and weights. Each case is either exact or one clear error."""
-from types import SimpleNamespace
-
 import pytest
 import torch
+from cli_helpers import TINY, noise
 from torch import nn
 
 from capsedu.core.capsnet import CapsNet
@@ -11,15 +10,8 @@ from capsedu.core.squashing import squash
 from capsedu.training.evaluation import evaluate, predict_lengths
 from capsedu.training.loop import fit
 
-TINY = dict(conv_channels=8, primary_types=4, primary_dim=4, digit_dim=8, decoder_hidden=(32,))
 FAST = dict(device="cpu", progress=False)
 DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
-
-
-def noise(n=32, seed=1):
-    g = torch.Generator().manual_seed(seed)
-    return SimpleNamespace(x_train=torch.rand(n, 1, 28, 28, generator=g), y_train=torch.randint(0, 10, (n,), generator=g),
-                           x_test=torch.rand(8, 1, 28, 28, generator=g), y_test=torch.randint(0, 10, (8,), generator=g))
 
 
 # ---------------------------------------------------------------- squash

@@ -68,7 +68,7 @@ def test_detach_inner_keeps_values_and_changes_gradients():
     assert torch.allclose(full, detached)
     g_full, = torch.autograd.grad(full.pow(2).sum(), u_hat)
     g_det, = torch.autograd.grad(detached.pow(2).sum(), u_hat)
-    assert not torch.allclose(g_full, g_det)
+    assert torch.isfinite(g_full).all() and not torch.allclose(g_full, g_det)   # routing is in the graph
     # with the inner iterations detached, the gradient is that of the last iteration's weighted sum
     # at fixed coupling coefficients
     _, history = dynamic_routing(u_hat.detach(), 3, "hinton", return_history=True)

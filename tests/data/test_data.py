@@ -2,6 +2,7 @@
 (each one DataError or ValueError line naming what was expected), shifts, composites."""
 import gzip
 import struct
+import sys
 import urllib.error
 from pathlib import Path
 from types import SimpleNamespace
@@ -39,11 +40,10 @@ def no_network(monkeypatch, tmp_path):
     monkeypatch.setattr(tv_mnist, "download_and_extract_archive", refuse)
 
 
-def write_idx(path, arr, code=0x08, gz=False):
+def write_idx(path, arr, gz=False):
     """Write arr as an IDX file: magic 00 00 code ndim, big-endian uint32 dims, big-endian data."""
-    dtype = {0x08: ">u1", 0x0C: ">i4", 0x0D: ">f4"}[code]
-    blob = bytes([0, 0, code, arr.ndim]) + struct.pack(f">{arr.ndim}I", *arr.shape)
-    blob += np.asarray(arr, dtype=dtype).tobytes()
+    code, dtype = {"uint8": (0x08, ">u1"), "int32": (0x0C, ">i4"), "float32": (0x0D, ">f4")}[arr.dtype.name]
+    blob = bytes([0, 0, code, arr.ndim]) + struct.pack(f">{arr.ndim}I", *arr.shape) + arr.astype(dtype).tobytes()
     path.write_bytes(gzip.compress(blob) if gz else blob)
     return path
 
@@ -51,19 +51,16 @@ def write_idx(path, arr, code=0x08, gz=False):
 def write_mnist_folder(folder, x, y, gz=False):
     """The four MNIST-layout IDX files: first 9,000 as train, the rest as t10k."""
     folder.mkdir(parents=True, exist_ok=True)
-    suffix = ".gz" if gz else ""
-    write_idx(folder / f"train-images-idx3-ubyte{suffix}", x[:9000], gz=gz)
-    write_idx(folder / f"train-labels-idx1-ubyte{suffix}", y[:9000], gz=gz)
-    write_idx(folder / f"t10k-images-idx3-ubyte{suffix}", x[9000:], gz=gz)
-    write_idx(folder / f"t10k-labels-idx1-ubyte{suffix}", y[9000:], gz=gz)
+    for name, a in zip(IDX_FILES, (x[:9000], y[:9000], x[9000:], y[9000:])):
+        write_idx(folder / (name + ".gz" * gz), a, gz=gz)
     return folder
 
 
 def assert_matches_npz(ds, x, y):
-    assert torch.equal(ds.y_train, torch.from_numpy(y[:9000]).long())
-    assert torch.equal(ds.y_test, torch.from_numpy(y[9000:]).long())
-    assert torch.equal(ds.x_train, torch.from_numpy(x[:9000]).float().div(255).unsqueeze(1))
-    assert torch.equal(ds.x_test, torch.from_numpy(x[9000:]).float().div(255).unsqueeze(1))
+    for got, want in ((ds.y_train, y[:9000]), (ds.y_test, y[9000:])):
+        assert torch.equal(got, torch.from_numpy(want).long())
+    for got, want in ((ds.x_train, x[:9000]), (ds.x_test, x[9000:])):
+        assert torch.equal(got, torch.from_numpy(want).float().div(255).unsqueeze(1))
 
 
 # ---------------------------------------------------------------- the embedded sample
@@ -91,7 +88,6 @@ def test_sample_missing_is_clear(monkeypatch, tmp_path):
         load_dataset(source="sample", verbose=False)
 
 
-# ---------------------------------------------------------------- validation
 # ---------------------------------------------------------------- torchvision, offline
 # torchvision is optional for readers (the `full` extra) but installed for the tests
 # (requirements.txt, the `test` extra): these tests import it and fail without it.
@@ -127,15 +123,7 @@ def test_auto_falls_back_to_sample_with_one_line(monkeypatch, tmp_path, capsys, 
 
 
 def test_auto_without_torchvision_falls_back(monkeypatch, capsys):
-    import builtins
-    real_import = builtins.__import__
-
-    def no_torchvision(name, *args, **kwargs):
-        if name.startswith("torchvision"):
-            raise ImportError("no torchvision")
-        return real_import(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", no_torchvision)
+    monkeypatch.setitem(sys.modules, "torchvision", None)   # import torchvision raises ImportError
     ds = load_dataset(source="auto")
     out = capsys.readouterr().out
     assert ds.source == "sample" and out.count("\n") == 1 and "not installed" in out
@@ -153,21 +141,14 @@ def test_idx_folder(tmp_path, npz, gz):
 def test_read_idx_other_types_and_corrupt_files(tmp_path):
     ints = np.arange(-6, 6, dtype=np.int32).reshape(3, 4) * 100_000
     floats = np.linspace(-1, 1, 5, dtype=np.float32)
-    assert np.array_equal(read_idx(write_idx(tmp_path / "i", ints, code=0x0C)), ints)
-    assert np.array_equal(read_idx(write_idx(tmp_path / "f.gz", floats, code=0x0D, gz=True)), floats)
+    assert np.array_equal(read_idx(write_idx(tmp_path / "i", ints)), ints)
+    assert np.array_equal(read_idx(write_idx(tmp_path / "f.gz", floats, gz=True)), floats)
     good = write_idx(tmp_path / "good", np.zeros((4, 28, 28), np.uint8)).read_bytes()
-    cases = {
-        "wrong_magic": (b"\x12\x34\x08\x03" + good[4:], "not an IDX file"),
-        "bad_type": (b"\x00\x00\x07\x03" + good[4:], "not an IDX file"),
-        "short_header": (good[:9], "header"),
-        "truncated": (good[:-10], "truncated"),
-        "too_long": (good + b"\x00", "too long"),
-        "empty": (b"", "not an IDX file"),
-    }
-    for fname, (blob, match) in cases.items():
-        (tmp_path / fname).write_bytes(blob)
+    for blob, match in ((b"\x12\x34\x08\x03" + good[4:], "not an IDX file"), (b"\0\0\x07\x03" + good[4:], "not an IDX"),
+                        (good[:9], "header"), (good[:-10], "truncated"), (good + b"\0", "too long"), (b"", "not an IDX")):
+        (tmp_path / "bad").write_bytes(blob)
         with pytest.raises(DataError, match=match):
-            read_idx(tmp_path / fname)
+            read_idx(tmp_path / "bad")
     (tmp_path / "cut.gz").write_bytes(gzip.compress(good)[:-20])
     with pytest.raises(DataError, match="cannot read"):
         read_idx(tmp_path / "cut.gz")
@@ -180,9 +161,8 @@ def small_idx_folder(path, **replace):
               "test_x": rng.integers(0, 256, (3, 28, 28), dtype=np.uint8), "test_y": np.arange(3, dtype=np.uint8),
               **replace}
     path.mkdir()
-    codes = {np.dtype("uint8"): 0x08, np.dtype("int32"): 0x0C, np.dtype("float32"): 0x0D}
     for name, a in zip(IDX_FILES, arrays.values()):
-        write_idx(path / name, a, codes[a.dtype])
+        write_idx(path / name, a)
     return path
 
 
@@ -243,17 +223,6 @@ def shift_reference(img, dy, dx):
     return out
 
 
-def test_random_shift_same_shift_for_all_channels_and_reproducible():
-    x = torch.rand(64, 2, 10, 10)
-    x[:, 1] = x[:, 0]
-    a = data.random_shift(x, 3, generator=torch.Generator().manual_seed(5))
-    b = data.random_shift(x, 3, generator=torch.Generator().manual_seed(5))
-    assert torch.equal(a, b) and torch.equal(a[:, 0], a[:, 1])
-    assert torch.equal(data.random_shift(x, 0), x)   # a max_shift too big: test_api_errors
-    with pytest.raises(ValueError, match="B, C, H, W"):
-        data.random_shift(x[0], 2)
-
-
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.uint8])
 def test_shift_images_is_the_one_shift(dtype):
     """shift_images moves each image by its own (dy, dx), any sign or size, zero filled, all channels alike."""
@@ -266,7 +235,8 @@ def test_shift_images_is_the_one_shift(dtype):
 
 
 def test_random_shift_draws_two_rows_dy_then_dx():
-    """The draw the stored runs used: one (2, B) tensor, first row dy, second dx (CPU generator or global seed)."""
+    """The draw the stored runs used: one (2, B) tensor, first row dy, second dx (CPU generator or global seed);
+    shift_images (below) shifts every channel alike."""
     x = torch.rand(50, 1, 12, 12)
     dy, dx = torch.randint(-3, 4, (2, 50), generator=torch.Generator().manual_seed(8))
     assert torch.equal(data.random_shift(x, 3, generator=torch.Generator().manual_seed(8)), data.shift_images(x, dy, dx))
@@ -274,29 +244,13 @@ def test_random_shift_draws_two_rows_dy_then_dx():
     out = data.random_shift(x, 3)
     torch.manual_seed(9)
     assert torch.equal(out, data.shift_images(x, *torch.randint(-3, 4, (2, 50))))
+    assert torch.equal(data.random_shift(x, 0), x)   # a max_shift too big: test_api_errors
+    with pytest.raises(ValueError, match="B, C, H, W"):
+        data.random_shift(x[0], 2)
 
 
 # ---------------------------------------------------------------- composites
-def find_source(part, x):
-    """Indices of the images in x equal to part (C,H,W)."""
-    return (x == part).flatten(1).all(1).nonzero().flatten().tolist()
-
-
-@pytest.mark.parametrize("layout, shape", [("vertical", (1, 56, 28)), ("horizontal", (1, 28, 56))])
-def test_two_digit_pairs(mnist_sample, layout, shape):
-    x, y = mnist_sample.x_train[:500], mnist_sample.y_train[:500]
-    images, targets = data.two_digit_pairs(x, y, 200, layout, generator=torch.Generator().manual_seed(2))
-    assert images.shape == (200, *shape) and targets.shape == (200, 10)
-    assert targets.dtype == torch.float32
-    assert set(targets.unique().tolist()) == {0.0, 1.0} and (targets.sum(1) == 2).all()
-    for img, t in zip(images[:40], targets[:40]):
-        first, second = (img[:, :28], img[:, 28:]) if layout == "vertical" else (img[..., :28], img[..., 28:])
-        i, j = find_source(first, x), find_source(second, x)
-        assert i and j, "each half must be a source digit"
-        assert y[i[0]] != y[j[0]]
-        assert t[y[i[0]]] == 1 and t[y[j[0]]] == 1
-
-
+# two_digit_pairs' halves, classes and targets: tests/experiments/test_two_digits.py (two_digit_test_set)
 def test_pairs_need_two_classes_and_valid_layout(mnist_sample):
     x = mnist_sample.x_train[:20]
     with pytest.raises(ValueError, match="two different classes"):

@@ -3,6 +3,7 @@ import json
 import shutil
 
 import pytest
+from cli_helpers import no_preview
 
 from capsedu.experiments.shared.tables import PREVIEW, epochs_table, items_table, load, runs_table
 from capsedu.runtime import results
@@ -10,10 +11,6 @@ from capsedu.runtime.stored import NAME_KEYS
 
 STORED = ["ablation", "compare_routing", "multimnist", "robustness", "tutorial_vs_fixed", "two_digits_long",
           "two_digits_r1"]
-
-
-def no_preview():
-    raise AssertionError("the stored run was usable: no preview should run")
 
 
 @pytest.mark.parametrize("name", STORED)

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from cli_helpers import no_preview
 
 import capsedu.runtime.results
 from capsedu.experiments import two_digits
@@ -22,10 +23,6 @@ from capsedu.runtime.stored import write_stored
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
 N = 1000                                                    # items per test set in the template
-
-
-def no_preview():
-    raise AssertionError("the stored folder was usable: no preview should run")
 
 
 def test_the_claims_name_what_the_stored_run_trains():

@@ -11,24 +11,15 @@ import numpy as np
 import pytest
 import torch
 
+from cli_helpers import subset
+
 from capsedu import cli
 from capsedu.core.params import count_parameters
 from capsedu.core.squashing import safe_norm, squash
 from capsedu.experiments.two_digits import frames
-from capsedu.experiments.two_digits.config import (
-    HEADS,
-    LAYOUTS,
-    MODELS,
-    PRESETS,
-    SU_EPOCHS,
-    TwoDigitConfig,
-)
-from capsedu.experiments.two_digits.run import (
-    make_model,
-    pair_metrics,
-    two_digit_experiment,
-    two_digit_test_set,
-)
+from capsedu.experiments.two_digits.config import HEADS, LAYOUTS, MODELS, PRESETS, SU_EPOCHS, TwoDigitConfig
+from capsedu.experiments.two_digits.run import (make_model, pair_metrics, two_digit_experiment,
+    two_digit_test_set)
 from capsedu.training.evaluation import count_correct, set_border, set_hits
 from capsedu.runtime.stored import read_runs
 
@@ -39,38 +30,38 @@ def pair(*classes, n=10):
     return t
 
 
+def scores(*rows):
+    """Rows of 10 scores given by their first entries, the rest 0."""
+    return torch.tensor([list(r) + [0.0] * (10 - len(r)) for r in rows])
+
+
 # ---------------------------------------------------------------- the metric on hand-made scores
 def test_top2_on_hand_made_scores():
-    scores = torch.tensor([
-        [0.9, 0.8, 0.1, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],  # right pair, both > 0.5
-        [0.1, 0.3, 0.9, 0.4, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],  # right pair (2, 3), second only 0.4
-        [0.9, 0.1, 0.8, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],  # 0 found, 1 beaten by 2: wrong
-        [0.2, 0.9, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.6],  # order does not matter: (1, 9)
-    ])
+    s = scores((0.9, 0.8, 0.1),             # right pair, both > 0.5
+               (0.1, 0.3, 0.9, 0.4),        # right pair (2, 3), second only 0.4
+               (0.9, 0.1, 0.8),             # 0 found, 1 beaten by 2: wrong
+               (0.2, 0.9, *[0.0] * 7, 0.6))  # order does not matter: (1, 9)
     targets = torch.stack([pair(0, 1), pair(2, 3), pair(0, 1), pair(9, 1)])
-    assert set_hits(scores, targets).tolist() == [True, True, False, True]
-    assert set_hits(scores, targets, threshold=0.5).tolist() == [True, False, False, True]
-    assert pair_metrics(scores, targets) == {"top2": 0.75, "top2_conf": 0.5, "ties": 0.0}
+    assert set_hits(s, targets).tolist() == [True, True, False, True]
+    assert set_hits(s, targets, threshold=0.5).tolist() == [True, False, False, True]
+    assert pair_metrics(s, targets) == {"top2": 0.75, "top2_conf": 0.5, "ties": 0.0}
     single = torch.tensor([[0.1, 0.8, 0.3], [0.4, 0.4, 0.1], [0.2, 0.1, 0.3]])   # one digit: the same rule
     assert set_hits(single, torch.nn.functional.one_hot(torch.tensor([1, 0, 2]), 3)).tolist() == [True, False, True]
 
 
 def test_ties_and_the_threshold_are_strict_and_count_correct_agrees():
-    scores = torch.tensor([
-        [0.9, 0.6, 0.6, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],  # 2nd and 3rd tie: the top-2 set is ambiguous
-        [0.7, 0.7, 0.2, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],  # tie between the two true classes: fine
-        [0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5],  # all equal: a miss
-        [0.9, 0.5, 0.1, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],  # second exactly 0.5: not "> 0.5"
-        [0.9, 0.5001, 0.1, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
-        [1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],  # saturated sigmoids: a three-way tie
-    ])
+    s = scores((0.9, 0.6, 0.6),             # 2nd and 3rd tie: the top-2 set is ambiguous
+               (0.7, 0.7, 0.2),             # tie between the two true classes: fine
+               [0.5] * 10,                  # all equal: a miss
+               (0.9, 0.5, 0.1),             # second exactly 0.5: not "> 0.5"
+               (0.9, 0.5001, 0.1), (1.0, 1.0, 1.0))  # the last: saturated sigmoids, a three-way tie
     targets = torch.stack([pair(0, 1)] * 6)
-    assert set_hits(scores, targets).tolist() == [False, True, False, True, True, False]
-    assert set_hits(scores, targets, threshold=0.5).tolist() == [False, True, False, False, True, False]
-    assert pair_metrics(scores, targets)["ties"] == pytest.approx(3 / 6)  # rows 1, 3 and 6 tie at the border
-    lowest_true, highest_false = set_border(scores, targets)
+    assert set_hits(s, targets).tolist() == [False, True, False, True, True, False]
+    assert set_hits(s, targets, threshold=0.5).tolist() == [False, True, False, False, True, False]
+    assert pair_metrics(s, targets)["ties"] == pytest.approx(3 / 6)  # rows 1, 3 and 6 tie at the border
+    lowest_true, highest_false = set_border(s, targets)
     assert (lowest_true == highest_false).tolist() == [True, False, True, False, False, True]
-    assert count_correct(scores, targets).item() == 3                 # the training form counts the same hits
+    assert count_correct(s, targets).item() == 3                 # the training form counts the same hits
 
 
 def test_metric_agrees_with_su_numpy_code_when_there_are_no_ties():
@@ -139,7 +130,7 @@ def test_pairs_are_two_distinct_digits_in_the_right_layout(numbered, layout):
     x, y = numbered
     images, targets = two_digit_test_set(x, y, 500, layout, seed=0)
     assert images.shape == ((500, 1, 56, 28) if layout == "vertical" else (500, 1, 28, 56))
-    assert (targets.sum(dim=1) == 2).all()                           # two classes: never a digit twice
+    assert targets.dtype == torch.float32 and (targets.sum(dim=1) == 2).all()   # two classes: never a digit twice
     first, second = images[:, 0, 0, 0].long(), images[:, 0, -1, -1].long()  # the two halves' indices
     assert (y[first] != y[second]).all()
     assert torch.equal(targets, torch.nn.functional.one_hot(y[first], 10) + torch.nn.functional.one_hot(y[second], 10))
@@ -192,9 +183,7 @@ def test_keras_init_is_glorot_and_seeded():
 # ---------------------------------------------------------------- the experiment end to end
 @pytest.fixture(scope="module")
 def digits(mnist_sample):
-    d = mnist_sample
-    return SimpleNamespace(x_train=d.x_train[:48], y_train=d.y_train[:48], x_test=d.x_test[:60],
-                           y_test=d.y_test[:60], name="mnist", source="sample")
+    return subset(mnist_sample, 48, 60)
 
 
 TINY = TwoDigitConfig(seeds=(0, 1), epochs={"pooling": 2, "capsule-su": 1, "capsule-hinton": 1,

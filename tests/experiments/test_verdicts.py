@@ -27,6 +27,14 @@ def _draw(rng, seeds, items, acc_a, acc_b, seed_sd=0.0):
     return a.astype(int), b.astype(int)
 
 
+def _runs(d):
+    """Six seeds of two models, a's accuracy above b's 0.8 by ``d``."""
+    return pd.DataFrame({"model": ["a"] * 6 + ["b"] * 6, "seed": list(range(6)) * 2, "acc": [0.8 + x for x in d] + [0.8] * 6})
+
+
+UP = [.01, .03, .002, .02, .025, .004]            # t = 3.2 on 5 df: p about 0.02; 6 of 6 up: 0.03
+
+
 def test_one_seed_reduces_to_the_items_and_constant_items_to_the_seeds():
     rng = np.random.default_rng(0)
     d = rng.integers(-1, 2, (1, 400)).astype(float)
@@ -72,8 +80,7 @@ def test_a_clear_gain_holds_its_reverse_does_not_and_a_tiny_one_is_equivalent():
 
 
 def test_holm_takes_a_secondary_row_below_its_own_interval_not_a_primary_one():
-    d = [.01, .03, .002, .02, .025, .004]            # t = 3.2 on 5 df: p about 0.02; 6 of 6 up: 0.03
-    runs = pd.DataFrame({"model": ["a"] * 6 + ["b"] * 6, "seed": list(range(6)) * 2, "acc": [0.8 + x for x in d] + [0.8] * 6})
+    runs = _runs(UP)
     claims = [dict(a="a", b="b", field="acc", primary=True)] + [dict(a="a", b="b", field="acc")] * 5
     rows = verdict_table(claims, runs=runs)
     assert (rows.low > 0).all() and 0.01 < rows.p[0] < 0.05
@@ -86,9 +93,7 @@ def test_holm_takes_a_secondary_row_below_its_own_interval_not_a_primary_one():
 
 
 def test_does_not_hold_needs_what_holds_needs_on_the_other_side():
-    d = [.01, .03, .002, .02, .025, .004]
-    runs = pd.DataFrame({"model": ["a"] * 6 + ["b"] * 6, "seed": list(range(6)) * 2,
-                         "acc": [0.8 + x for x in d] + [0.8] * 6})
+    runs = _runs(UP)
     worse = dict(a="a", b="b", field="acc", sign=-1)                # "a is worse": the other side
     assert verdict_table([{**worse, "primary": True}], runs=runs).verdict[0] == FAILS
     assert verdict_table([worse] * 6, runs=runs).verdict.tolist() == [CANNOT_TELL] * 6   # Holm
@@ -97,9 +102,7 @@ def test_does_not_hold_needs_what_holds_needs_on_the_other_side():
 
 
 def test_a_matches_row_fails_only_when_its_own_p_survives_holm():
-    d = [.07, .08, .065, .075, .06, .07]            # mean 0.07, wholly above delta 0.06 at 95%
-    runs = pd.DataFrame({"model": ["a"] * 6 + ["b"] * 6, "seed": list(range(6)) * 2,
-                         "acc": [0.8 + x for x in d] + [0.8] * 6})
+    runs = _runs([.07, .08, .065, .075, .06, .07])            # mean 0.07, wholly above delta 0.06 at 95%
     claim = dict(a="a", b="b", field="acc", kind="matches", delta=0.06)
     alone = verdict_table([{**claim, "primary": True}], runs=runs).iloc[0]
     assert alone.low > 0.06 and alone.verdict == FAILS and 0.01 < alone.p_row == alone.beyond_p < 0.05

@@ -5,11 +5,7 @@ matplotlib.use("Agg")
 
 from capsedu.core.capsnet import CapsNet, CapsNetConfig  # noqa: E402
 from capsedu.core.params import count_parameters  # noqa: E402
-from capsedu.figures.diagrams import (  # noqa: E402
-    architecture_figure,
-    architecture_stages,
-    neuron_vs_capsule_figure,
-)
+from capsedu.figures.diagrams import architecture_figure, architecture_stages, neuron_vs_capsule_figure  # noqa: E402
 
 
 def test_stages_add_up_to_the_model_and_follow_the_config():

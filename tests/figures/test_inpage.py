@@ -14,18 +14,8 @@ import pytest
 import torch
 
 from capsedu.core.squashing import safe_norm
-from capsedu.figures.inpage import (
-    DECODER_FILE,
-    ENCODER_FILE,
-    INT8_GROUPS,
-    SCRIPT,
-    InPagePanel,
-    inpage_panel,
-    int8_error,
-    read_weights,
-    weight_files,
-    write_weight_files,
-)
+from capsedu.figures.inpage import (DECODER_FILE, ENCODER_FILE, INT8_GROUPS, SCRIPT, InPagePanel,
+    inpage_panel, int8_error, read_weights, weight_files, write_weight_files)
 from capsedu.training.pretrained import load_capsnet
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -82,10 +72,8 @@ def test_encoder_is_int8_within_half_a_step_and_aligned(model, files):
 
 def test_int8_costs_little_on_test_digits(model, digits):
     cost = int8_error(model, digits)
-    assert cost["images"] == 20
-    assert 0 < cost["max_length_error"] < 0.01
-    assert cost["same_prediction"] == 1.0
-    assert cost["max_pixel_error"] < 2 / 255
+    assert cost["images"] == 20 and cost["same_prediction"] == 1.0
+    assert 0 < cost["max_length_error"] < 0.01 and cost["max_pixel_error"] < 2 / 255
 
 
 def test_panel_carries_the_predicted_capsules_the_images_and_the_files_sizes(model, digits, tmp_path):

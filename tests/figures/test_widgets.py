@@ -13,26 +13,11 @@ from cli_helpers import decode_png
 import capsedu
 from capsedu.core.routing import dynamic_routing
 from capsedu.core.squashing import NORM_COMPRESSIONS, squash
-from capsedu.figures.frames import (
-    PAPER_DELTAS,
-    perturb,
-    perturbation_grid,
-    routing_frames,
-    squash_curves,
-    toy_predictions,
-)
-from capsedu.figures.static import (
-    SQUASH_TWIN_K,
-    SQUASH_TWIN_SETS,
-    perturbation_twin,
-    routing_twin,
-    squash_twin,
-)
-from capsedu.figures.widgets import (
-    perturbation_explorer,
-    routing_explorer,
-    squash_explorer,
-)
+from capsedu.figures.frames import (PAPER_DELTAS, perturb, perturbation_grid, routing_frames, squash_curves,
+    toy_predictions)
+from capsedu.figures.static import (SQUASH_TWIN_K, SQUASH_TWIN_SETS, perturbation_twin, routing_twin,
+    squash_twin)
+from capsedu.figures.widgets import perturbation_explorer, routing_explorer, squash_explorer
 from capsedu.training.pretrained import load_capsnet
 
 

@@ -7,28 +7,11 @@ import torch
 
 from capsedu.runtime.stored import read_runs
 from capsedu.core.params import count_parameters
-from capsedu.methods.attention import (
-    DepthwisePrimaryCapsules,
-    SelfAttentionCapsules,
-    efficient_squash,
-    self_attention_routing,
-)
-from capsedu.methods.efficient_capsnet import (
-    EfficientCapsNet,
-    formula_count,
-)
-from capsedu.methods.em import (
-    STD_EPS,
-    e_step,
-    em_routing,
-    inverse_temperature,
-    m_step,
-)
-from capsedu.methods.matrix_capsnet import (
-    PAPER_CONFIG,
-    ConvMatrixCapsules,
-    MatrixCapsNet,
-)
+from capsedu.methods.attention import (DepthwisePrimaryCapsules, SelfAttentionCapsules, efficient_squash,
+    self_attention_routing)
+from capsedu.methods.efficient_capsnet import EfficientCapsNet, formula_count
+from capsedu.methods.em import STD_EPS, e_step, em_routing, inverse_temperature, m_step
+from capsedu.methods.matrix_capsnet import PAPER_CONFIG, ConvMatrixCapsules, MatrixCapsNet
 
 
 # ---------------------------------------------------------------- EM routing: loop references
@@ -83,8 +66,7 @@ def em_case():
     V = torch.randn(B, n_in, n_out, P, generator=g, dtype=torch.float64)
     a = torch.rand(B, n_in, generator=g, dtype=torch.float64)
     R = torch.softmax(torch.randn(B, n_in, n_out, generator=g, dtype=torch.float64), dim=2)
-    beta_u, beta_a = torch.randn(n_out, generator=g, dtype=torch.float64), torch.randn(n_out, generator=g,
-                                                                                       dtype=torch.float64)
+    beta_u, beta_a = torch.randn(2, n_out, generator=g, dtype=torch.float64)
     return V, a, R, beta_u, beta_a
 
 
@@ -107,7 +89,7 @@ def test_e_step_matches_loop_reference(em_case):
     torch.testing.assert_close(R_new.sum(dim=1), torch.ones(2, 5, dtype=torch.float64))   # over outputs j
 
 
-def test_em_routing_shapes_history_and_gradients():
+def test_em_routing_shapes_history_and_gradients_even_for_identical_votes():
     torch.manual_seed(0)
     V = torch.randn(3, 7, 4, 16, requires_grad=True)
     a = torch.rand(3, 7, requires_grad=True)
@@ -116,15 +98,10 @@ def test_em_routing_shapes_history_and_gradients():
     assert poses.shape == (3, 4, 16) and act.shape == (3, 4) and len(history) == 3
     assert ((act > 0) & (act < 1)).all()
     torch.testing.assert_close(history[0], torch.full((3, 7, 4), 0.25))  # R starts uniform
-    for R in history:
-        assert R.shape == (3, 7, 4)
-        torch.testing.assert_close(R.sum(dim=2), torch.ones(3, 7))
+    torch.testing.assert_close(torch.stack(history).sum(dim=3), torch.ones(3, 3, 7))
     (poses.sum() + act.sum()).backward()
     for t in (V, a, beta_u, beta_a):
         assert t.grad is not None and torch.isfinite(t.grad).all() and t.grad.abs().sum() > 0
-
-
-def test_em_routing_finite_for_identical_votes():
     V = torch.ones(2, 6, 3, 16, requires_grad=True)                  # zero variance: the eps keeps log finite
     poses, act = em_routing(V, torch.ones(2, 6), torch.zeros(3), torch.zeros(3))
     act.sum().backward()
@@ -205,10 +182,9 @@ def test_efficient_squash_and_self_attention_match_their_formulas():
 
 
 def test_efficient_capsnet_has_161824_parameters():
-    model = EfficientCapsNet()
+    model, x = EfficientCapsNet(), torch.rand(3, 1, 28, 28)
     assert count_parameters(model) == formula_count() == 161_824  # the authors' count for their MNIST model
     assert model.primary.conv.groups == 128                          # depthwise
-    x = torch.rand(3, 1, 28, 28)
     scores = model(x)
     assert scores.shape == (3, 10) and ((scores >= 0) & (scores < 1)).all()
     v, c = model.capsules(x, return_coupling=True)

@@ -35,11 +35,7 @@ def faults_per_cycle(size: int) -> int:
 
 
 def check_keep_and_release():
-    from capsedu.runtime.allocator import (
-        keep_freed_memory,
-        kept_freed_memory,
-        release_freed_memory,
-    )
+    from capsedu.runtime.allocator import keep_freed_memory, kept_freed_memory, release_freed_memory
     size, pages = 64 * 2**20, 64 * 2**20 // PAGE
     default = faults_per_cycle(size)                     # glibc mmaps and unmaps it each time
     assert keep_freed_memory() and keep_freed_memory()   # idempotent

@@ -3,24 +3,16 @@
 The GPU cases monkeypatch torch's capability query, so they run on any machine; what
 they check is the decision, the real GPU run is benchmarks/gpu_check.sh.
 """
-from types import SimpleNamespace
-
 import pytest
 import torch
+from cli_helpers import TINY, subset
 
 import capsedu
 import capsedu.runtime.device as dev
 from capsedu.core.capsnet import CapsNet
-from capsedu.runtime.device import (
-    autocast,
-    grad_scaler,
-    hardware,
-    resolve_amp,
-    resolve_device,
-)
+from capsedu.runtime.device import autocast, grad_scaler, hardware, resolve_amp, resolve_device
 from capsedu.training.loop import fit, start_run
 
-TINY = dict(conv_channels=8, primary_types=4, primary_dim=4, digit_dim=8, decoder_hidden=(32,))
 
 
 def fake_gpu(monkeypatch, capability):
@@ -58,10 +50,7 @@ def test_explicit_bf16_is_refused_where_the_gpu_would_emulate_it(monkeypatch):
 def test_auto_precision_on_cpus_with_and_without_native_bf16(monkeypatch, flags, amp):
     fake_cpu_flags(monkeypatch, flags)
     assert resolve_amp("auto", "cpu") == amp
-
-
-def test_mps_runs_float32_by_default():
-    assert resolve_amp("auto", torch.device("mps")) == "off"
+    assert resolve_amp("auto", torch.device("mps")) == "off"          # MPS: float32 by default
 
 
 def test_bad_devices_and_precisions_are_named(monkeypatch):
@@ -103,28 +92,21 @@ def test_autocast_runs_in_the_chosen_dtype():
 
 
 # ---------------------------------------------------------------- fit and the GradScaler
-def sample_digits(n_train=300, n_test=200):
-    from capsedu.data.mnist import load_dataset
-    d = load_dataset("mnist", source="sample", device="cpu", verbose=False)
-    return SimpleNamespace(x_train=d.x_train[:n_train], y_train=d.y_train[:n_train],
-                           x_test=d.x_test[:n_test], y_test=d.y_test[:n_test])
-
-
 @pytest.mark.parametrize("chosen", ["fp16", "bf16", "off"])
-def test_fit_builds_a_grad_scaler_exactly_when_auto_means_fp16(monkeypatch, chosen):
+def test_fit_builds_a_grad_scaler_exactly_when_auto_means_fp16(monkeypatch, chosen, mnist_sample):
     """As on a T4 (fp16), an A100 (bf16) or an old GPU (off), with the CPU standing in for the GPU."""
     monkeypatch.setattr(dev, "auto_amp", lambda device: chosen)
     built = []
     real = torch.amp.GradScaler
     monkeypatch.setattr(torch.amp, "GradScaler", lambda *a, **k: built.append(a) or real(*a, **k))
-    run = start_run(CapsNet(**TINY), sample_digits(64, 16), epochs=1, batch_size=32, device="cpu", amp="auto")
+    run = start_run(CapsNet(**TINY), subset(mnist_sample, 64, 16), epochs=1, batch_size=32, device="cpu", amp="auto")
     assert run.amp == chosen and run.history.meta["amp"] == chosen
     assert (run.scaler is not None) == (chosen == "fp16") and len(built) == (chosen == "fp16")
 
 
-def test_fp16_training_with_the_scaler_follows_float32(tmp_path):
+def test_fp16_training_with_the_scaler_follows_float32(tmp_path, mnist_sample):
     """Same seed, same digits: fp16 + GradScaler gives finite losses close to float32's, falling alike."""
-    data, histories = sample_digits(), {}
+    data, histories = subset(mnist_sample, 300, 200), {}
     for amp in ("off", "fp16"):
         torch.manual_seed(0)
         histories[amp] = fit(CapsNet(**TINY), data, epochs=2, batch_size=30, lr=3e-3, shift=0, device="cpu",
@@ -154,10 +136,10 @@ def test_modes_and_by_mode(monkeypatch):
 
 
 # ---------------------------------------------------------------- the estimates printed before long cells
-def test_fit_estimate_is_a_timed_step_times_the_run(monkeypatch):
+def test_fit_estimate_is_a_timed_step_times_the_run(monkeypatch, mnist_sample):
     from capsedu.speed import bench
     monkeypatch.setattr(bench, "median_seconds", lambda fn, repeats=3, warmup=1, device="cpu": fn() or 0.5)
-    data = sample_digits(n_train=250, n_test=90)
+    data = subset(mnist_sample, 250, 90)
     model = CapsNet(**TINY)
     before = [p.clone() for p in model.parameters()]
     seconds = bench.estimate_fit_seconds(model, data, epochs=3, batch_size=100, device="cpu", amp="off")

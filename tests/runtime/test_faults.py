@@ -4,28 +4,19 @@ Tiny runs: MultiMNIST's smoke preset (a second a run), stored runs written by ha
 """
 import shutil
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
-from cli_helpers import run
+from cli_helpers import child, run
 
 from capsedu.experiments import multimnist
 from capsedu.experiments.shared.runs import RunFolder
 from capsedu.runtime import results
 from capsedu.runtime.stored import StoredRunError, read_stored, write_stored
 
-ROOT = Path(__file__).resolve().parents[2]
 SMOKE = ["multimnist", "--preset", "smoke", "--no-progress", "--device", "cpu"]
 HEADER = {"command": "python -m capsedu x", "date": "2026-01-01T00:00:00+00:00", "settings": {"seeds": [0, 1]}}
-
-
-def child(code: str, *argv):
-    """A Python process running ``code`` (its stdin and stdout are pipes)."""
-    return subprocess.Popen([sys.executable, "-c", code, *map(str, argv)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
 
 
 def test_fresh_removes_only_the_files_runs_wrote(tmp_path, capsys):

@@ -10,12 +10,11 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
-from cli_helpers import run, snapshot
+from cli_helpers import child, run, snapshot
 
 from capsedu import cli
 from capsedu.experiments import multimnist
@@ -47,32 +46,21 @@ def test_the_checksum_is_the_sha256_of_the_sorted_content_without_it(tmp_path):
     assert seal(sealed) == sealed  # sealing twice changes nothing
 
 
+# sealed again, so only the schema can catch them
+SCHEMA = {"run missing": {**HEADER}, "run not a record": stored(run=[{"a": 1}]),
+          "seed a string": stored(run={"model": "cnn", "seed": "0"}), "seed negative": stored(run={"model": "cnn", "seed": -1}),
+          "name not a string": stored(run={"model": 3, "seed": 0}), "settings missing": {"run": {"seed": 0}},
+          "date a number": stored(date=5), "newer format": {**stored(), "format": 99}}
+DAMAGES = ["truncated", "a digit changed", "not utf-8", "a folder", "a list", *SCHEMA]
+
+
 def _damage(path: Path, how: str):
-    good = seal(stored())
-    text = json.dumps(good, indent=2)
-    if how == "truncated":
-        path.write_text(text[: len(text) // 2])
-    elif how == "a digit changed":
-        path.write_text(text.replace('"acc": 0.5', '"acc": 0.6'))
-    elif how == "not utf-8":
-        path.write_bytes(b"\xff\xfe" + text.encode())
-    elif how == "a folder":
-        path.mkdir()
-    elif how == "a list":
-        path.write_text("[]")
-    else:  # resealed, so only the schema can catch it
-        bad = {"run missing": {**HEADER}, "run not a record": stored(run=[{"a": 1}]),
-               "seed a string": stored(run={"model": "cnn", "seed": "0"}),
-               "seed negative": stored(run={"model": "cnn", "seed": -1}),
-               "name not a string": stored(run={"model": 3, "seed": 0}),
-               "settings missing": {"run": {"seed": 0}}, "date a number": stored(date=5),
-               "newer format": {**stored(), "format": 99}}[how]
-        path.write_text(json.dumps(bad if how == "newer format" else seal(bad)))
-
-
-DAMAGES = ["truncated", "a digit changed", "not utf-8", "a folder", "a list", "run missing", "run not a record",
-           "seed a string", "seed negative", "name not a string", "settings missing", "date a number",
-           "newer format"]
+    text = json.dumps(seal(stored()), indent=2)
+    if how in SCHEMA:
+        return path.write_text(json.dumps(SCHEMA[how] if how == "newer format" else seal(SCHEMA[how])))
+    {"truncated": lambda: path.write_text(text[: len(text) // 2]), "a folder": path.mkdir,
+     "a digit changed": lambda: path.write_text(text.replace('"acc": 0.5', '"acc": 0.6')),
+     "not utf-8": lambda: path.write_bytes(b"\xff\xfe" + text.encode()), "a list": lambda: path.write_text("[]")}[how]()
 
 
 def test_an_unsealed_file_is_refused_where_it_is_shown_and_says_how_to_remake_it(tmp_path):
@@ -169,10 +157,9 @@ lock.release()
 
 def test_a_second_writer_is_refused_at_once_in_one_line(tmp_path, capsys):
     out = tmp_path / "m"
-    child = subprocess.Popen([sys.executable, "-c", HOLD, str(out)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             text=True, cwd=ROOT)
+    holder = child(HOLD, out)
     try:
-        assert child.stdout.readline().strip() == "held"
+        assert holder.stdout.readline().strip() == "held", holder.stderr.read()
         with pytest.raises(LockError, match=r"m is being written by another process \(it holds .*m\.lock\)"):
             OutputLock(out).acquire()
         code, _, err = run(capsys, "train", "--epochs", "1", "--limit", "64", "--source", "sample", "--out", str(out),
@@ -180,7 +167,7 @@ def test_a_second_writer_is_refused_at_once_in_one_line(tmp_path, capsys):
         assert code == 1 and len(err) == 1 and "another process" in err[0] and "another --out" in err[0], err
         assert not out.exists()                      # the folder train created for the run is gone again
     finally:
-        child.communicate("\n", timeout=30)
+        holder.communicate("\n", timeout=30)
     with OutputLock(out):                            # free again once its holder is done
         pass
 
@@ -339,8 +326,6 @@ def test_evaluate_on_a_stored_run_or_weights_says_what_the_file_is(tmp_path, cap
 
 
 def test_to_json_keeps_lists_of_numbers_on_one_line_and_parses_back():
-    import json
-
     from capsedu.runtime.files import to_json
     data = {"runs": [{"seed": 0, "misses": {"test": [3, 17, 99], "affine": []}, "curve": [0.5, 0.75]}],
             "wrong": [[1, 7], [4, 2]], "empty": {}, "name": "x", "none": None}

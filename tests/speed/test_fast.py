@@ -181,14 +181,14 @@ def test_fused_routing_under_a_dispatch_mode_runs_eagerly_without_giving_up_comp
 
     from torch.utils.flop_counter import FlopCounterMode
 
-    from capsedu.speed import fast
+    from capsedu.speed import routing
     u_hat = _u_hat()
     with warnings.catch_warnings():
         warnings.simplefilter("error")       # no "compile failed" warning
         with FlopCounterMode(display=False):
             v = fused_routing(u_hat, 3)
     torch.testing.assert_close(v, dynamic_routing(u_hat, 3), atol=1e-6, rtol=1e-5)
-    assert fast._compile_failed is False
+    assert routing._compile_failed is False
 
 
 def test_the_profile_table_lists_the_slowest_operations_first():

@@ -118,3 +118,24 @@ def test_accelerate_with_detach_inner_keeps_core_votes():
     model = accelerate(CapsNet(), compile_routing=False, detach_inner=True)
     assert type(model.digits) is not FastDenseCapsules
     assert type(accelerate(CapsNet(), compile_routing=False).digits) is FastDenseCapsules
+
+
+def test_a_failed_compilation_warns_once_and_runs_eagerly_from_then_on(monkeypatch):
+    import warnings
+
+    from capsedu.speed import routing
+
+    def no_compiler(fn, **options):
+        def run(*args):
+            raise RuntimeError("no C++ compiler")
+        return run
+
+    monkeypatch.setattr(torch, "compile", no_compiler)
+    monkeypatch.setattr(routing, "_compile_failed", False)
+    double = routing.compiled_or_eager(lambda x: 2 * x)
+    with pytest.warns(RuntimeWarning, match="torch.compile failed .*no C.. compiler"):
+        assert double(torch.ones(2)).tolist() == [2, 2]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                    # the warning comes once
+        assert routing.compiled_or_eager(lambda x: x + 1)(torch.ones(1)).item() == 2
+    assert routing._compile_failed

@@ -9,34 +9,22 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from cli_helpers import TINY, noise
 
 import capsedu
 import capsedu.training.pretrained as pretrained
 from capsedu.core.capsnet import CapsNet
-from capsedu.runtime.checkpoints import (
-    REQUIRED_KEYS,
-    CheckpointError,
-    load_checkpoint,
-    save_atomic,
-)
+from capsedu.runtime.checkpoints import REQUIRED_KEYS, CheckpointError, load_checkpoint, save_atomic
 from capsedu.training.loop import fit
-from capsedu.training.pretrained import (
-    WEIGHTS_NAME,
-    capsnet_from_state,
-    load_capsnet,
-)
+from capsedu.training.pretrained import WEIGHTS_NAME, capsnet_from_state, load_capsnet
 
-TINY = dict(conv_channels=8, primary_types=4, primary_dim=4, digit_dim=8, decoder_hidden=(32,))
 PACKAGE = Path(capsedu.__file__).parent
 
 
 @pytest.fixture(scope="module")
 def ckpt(tmp_path_factory):
     """A real one-epoch checkpoint of a tiny CapsNet, and the model that wrote it."""
-    g = torch.Generator().manual_seed(1)
-    data = SimpleNamespace(x_train=torch.rand(32, 1, 28, 28, generator=g), y_train=torch.randint(0, 10, (32,), generator=g),
-                           x_test=torch.rand(8, 1, 28, 28, generator=g), y_test=torch.randint(0, 10, (8,), generator=g),
-                           name="mnist", source="sample")
+    data = noise(32, 8)
     torch.manual_seed(0)
     model = CapsNet(**TINY)
     path = tmp_path_factory.mktemp("ckpt") / "checkpoint.pt"

@@ -5,14 +5,11 @@ tests/training/test_distributed.py FOLDER`` trains a tiny CapsNet on the first 4
 16: the last batch of 13 splits 6 + 7, so the share weighting is exercised) for one epoch,
 keeps that checkpoint aside, resumes for a second epoch, and rank 0 writes the final weights.
 
-Tolerance. Averaging the two ranks' weighted gradients gives the global batch's gradient up to
-float32 rounding in another order of additions (relative ~1e-7 per element and step). Adam
-divides each update by sqrt(v), so where a gradient is itself near rounding level its update
-can change by much more: the largest single difference is not a useful measure (measured
-1.4e-4 of the largest movement), the distance over all weights is. We require
-|w_2proc - w_1proc| <= 1e-4 |w_1proc - w_init| (L2 over all weights; measured 1.6e-6). A
-different data order (the same run with another shuffling seed) is 0.5 of it, so the
-tolerance can fail; the test checks that too.
+Tolerance: the two ranks' averaged gradients equal the global batch's up to float32 rounding
+(~1e-7 relative), but Adam's division by sqrt(v) amplifies it where a gradient is near rounding
+level (largest single difference 1.4e-4 of the largest movement), so the L2 distance over all
+weights is the measure: |w_2proc - w_1proc| <= 1e-4 |w_1proc - w_init| (measured 1.6e-6); another
+data order is 0.5 of it, so the tolerance can fail (checked too).
 """
 import dataclasses
 import os

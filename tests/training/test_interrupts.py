@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from cli_helpers import TINY
 
 import capsedu.core.capsnet
 import capsedu.runtime.files as files
@@ -22,7 +23,6 @@ from capsedu import cli
 from capsedu.runtime.checkpoints import load_checkpoint, save_atomic
 
 ROOT = Path(__file__).resolve().parents[2]
-TINY = dict(conv_channels=8, primary_types=4, primary_dim=4, digit_dim=8, decoder_hidden=(32,))
 CHILD = """
 import os, signal, sys, time, torch
 # Python's Ctrl-C handler, as in a terminal: a job started with & by a non-interactive shell (CI

@@ -22,8 +22,7 @@ def test_weights_are_fp16_and_at_most_16_mib():
 
 def test_json_describes_the_run():
     info = weights_info()
-    for key in ("command", "epochs", "train_seconds", "hardware", "date", "test_accuracy", "test_images"):
-        assert key in info, key
+    assert {"command", "epochs", "train_seconds", "hardware", "date", "test_accuracy", "test_images"} <= set(info)
     assert info["command"].startswith("python -m capsedu train")
     assert info["test_images"] == 1000 and info["test_accuracy"] >= 0.985
     assert json.loads((WEIGHTS / f"{WEIGHTS_NAME}.json").read_text()) == info
@@ -31,14 +30,12 @@ def test_json_describes_the_run():
 
 def test_load_capsnet_is_the_paper_model_in_eval_mode():
     model = load_capsnet()
-    assert isinstance(model, CapsNet) and not model.training
+    assert isinstance(model, CapsNet) and not model.training and next(model.parameters()).dtype == torch.float32
     assert count_parameters(model) == 8_215_568
-    assert next(model.parameters()).dtype == torch.float32
 
 
 def test_pretrained_accuracy_on_200_test_digits(mnist_sample):
-    data = mnist_sample
-    result = evaluate(load_capsnet(), data.x_test[:200], data.y_test[:200])
+    result = evaluate(load_capsnet(), mnist_sample.x_test[:200], mnist_sample.y_test[:200])
     print(f"pretrained accuracy on the first 200 test digits: {result['accuracy']:.3f}")
     assert result["accuracy"] > 0.97
 

@@ -13,6 +13,8 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+import cli_helpers
+from cli_helpers import TINY, subset
 from torch import nn
 
 import capsedu.core.capsnet
@@ -24,7 +26,6 @@ from capsedu.training.evaluation import evaluate
 from capsedu.training.config import TrainConfig
 from capsedu.training.loop import fit
 
-TINY = dict(conv_channels=8, primary_types=4, primary_dim=4, digit_dim=8, decoder_hidden=(32,))
 SMALL = dict(conv_channels=16, primary_types=8, primary_dim=8, digit_dim=8, decoder_hidden=(32,))
 FAST = dict(device="cpu", progress=False)
 
@@ -36,20 +37,12 @@ def tiny_capsnet(**kw):
 
 @pytest.fixture(scope="module")
 def digits(mnist_sample):
-    """600 training and 300 test digits of the embedded MNIST sample."""
-    d = mnist_sample
-    return SimpleNamespace(x_train=d.x_train[:600], y_train=d.y_train[:600],
-                           x_test=d.x_test[:300], y_test=d.y_test[:300], name="mnist", source="sample")
+    return subset(mnist_sample, 600, 300)
 
 
 @pytest.fixture
 def noise():
-    """48 random images with random labels: enough to check bookkeeping, not learning."""
-    g = torch.Generator().manual_seed(1)
-    return SimpleNamespace(x_train=torch.rand(48, 1, 28, 28, generator=g),
-                           y_train=torch.randint(0, 10, (48,), generator=g),
-                           x_test=torch.rand(16, 1, 28, 28, generator=g),
-                           y_test=torch.randint(0, 10, (16,), generator=g))
+    return cli_helpers.noise(48, 16)
 
 
 # ---------------------------------------------------------------- learning

@@ -1,17 +1,9 @@
 """An experiment's runs as tidy pandas tables: one row per run, per epoch, per test item.
 
 ``load(name, preview)`` makes the one choice a chapter needs: the stored run ``results/<name>``
-where it is there and usable, else the live preview (the line saying why is printed). Either way
-it returns the experiment's data, whose ``"origin"`` says which it is; the tables below carry it
-as ``df.attrs["origin"]`` and as an ``origin`` column, so a groupby keeps it (``source`` is taken:
-the settings' data source). The JSON files are
-read as they are (``capsedu.runtime``); nothing here writes.
-
-- ``runs_table(data)``: one row per (model, seed): the record's scalars (accuracies, seconds,
-  parameters), the settings and the provenance (command, date, hardware, versions).
-- ``epochs_table(data)``: one row per (model, seed, epoch), from ``"epochs"`` or ``"curve"``.
-- ``items_table(data, n_items)``: one row per (model, seed, test set, item), ``right`` 1 or 0,
-  where a run stored the items it missed (``"misses"``, one sorted index list per test set).
+where it is there and usable, else the live preview (the line saying why is printed). The tables
+carry which it is as ``df.attrs["origin"]`` and an ``origin`` column (``source`` is taken: the
+settings' data source). Nothing here writes.
 """
 from __future__ import annotations
 
