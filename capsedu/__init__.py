@@ -17,16 +17,9 @@ This root (``__init__``, ``__main__``, ``cli``) holds the modes and the constant
 may read; it imports no torch, so that ``python -m capsedu --help`` is instant. ``cli``
 dispatches to the commands; nothing imports it.
 
-The mode (``CAPSEDU_MODE``) sets how much each chapter trains, one code path for all:
-
-| mode    | for                                   | data                          | each chapter |
-| ---     | ---                                   | ---                           | ---          |
-| "smoke" | the tests: every code path            | a few dozen sample digits     | seconds |
-| "quick" | a 2-core CPU, no network (book build) | the embedded 10k sample       | <= 3 min |
-| "gpu"   | a GPU runtime such as Colab's T4      | all of MNIST where it downloads | <= 5 min on a T4 |
-| "full"  | longer runs, opt-in (ch. 5: 30 epochs) | all of MNIST                 | 10-30 min on a T4 (estimated) |
-
-Unset, the mode is "gpu" where a CUDA or MPS device is present and "quick" elsewhere.
+The mode (``CAPSEDU_MODE``: smoke, quick, gpu or full) sets how much each chapter trains, one
+code path for all; unset, it is "gpu" where a CUDA or MPS device is present and "quick"
+elsewhere. book/intro.md's table says what each mode is for.
 The appendix ``book/appendix_build.ipynb`` gives each chapter's stored time in quick mode,
 ``book/appendix_scale.ipynb`` what each trains in every mode (``capsedu.runtime.chapter_plan``).
 """
@@ -82,17 +75,3 @@ def glue_all(values) -> None:
 def by_mode(*, smoke, quick, gpu, full):
     """The value for the current mode, e.g. ``epochs = by_mode(smoke=1, quick=2, gpu=4, full=30)``."""
     return {"smoke": smoke, "quick": quick, "gpu": gpu, "full": full}[current_mode()]
-
-
-# The one mode table: book/appendix_build.ipynb renders it, book/intro.md repeats it
-# (tests/figures/test_mode_table.py checks the copy), and the docstring above summarises it.
-# Rows: mode, for, data, budget per chapter.
-MODE_TABLE = (
-    ("smoke", "the notebook tests: every code path", "a few dozen sample digits, a few steps", "seconds"),
-    ("quick", "a 2-core CPU without network; the book build", "the 10,000 MNIST digits embedded in capsedu",
-     "about 3 min on 2 CPU cores"),
-    ("gpu", "a GPU runtime such as Colab's T4", "all of MNIST where it downloads, else the embedded digits",
-     "about 5 min on a T4"),
-    ("full", "opt-in: longer runs (chapter 5: 30 epochs)", "all of MNIST", "10-30 min on a T4 (estimated)"),
-)
-MODE_UNSET = "`gpu` where a CUDA or MPS (Apple GPU) device is present, else `quick`"  # what current_mode() returns unset

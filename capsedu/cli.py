@@ -1,105 +1,84 @@
-"""The command line, ``python -m capsedu``.
-
-- ``train``: train the paper's CapsNet; writes ``checkpoint.pt`` (after every epoch)
-  and ``metrics.json`` to ``--out``, and resumes from the checkpoint when rerun.
-- ``evaluate``: test accuracy of a checkpoint, printed as JSON.
-- ``info``: versions, devices and which data sources are at hand, as JSON.
-- ``two-digits``: Su Jianlin's two-digit experiment (train on single digits, test on
-  pairs), with the book's settings for a mode (``--preset``); the results as JSON.
-- ``robustness``, ``ablation``, ``multimnist``: chapter 9's reruns of the paper's three
-  experiments, and ``compare-routing``: chapter 10's routing methods on one budget (every
-  experiment is declared in ``capsedu.experiments.catalogue``); JSON on stdout and in ``--out``.
-
-One resume rule for every command that writes a stored run (``train`` and all of the above):
-rerunning it with an existing ``--out`` resumes when the stored settings match, ``--fresh``
-starts over, and other settings are a one-line error that names them. ``--out`` is a folder,
-checked with every other argument before any training: ``train``'s holds its checkpoint and
-metrics (one writer at a time, a lock beside them); an experiment's holds one JSON file per
-finished (model, seed) run (``capsedu.experiments.shared.runs``), so its grid spreads over
-processes (``--devices``, ``--shard``, torchrun) that never write one file. A damaged stored file
-is one line naming it (``capsedu.runtime.stored``).
-
-Bad arguments exit with code 2 and one line; errors at run time with code 1 and
-one line (set ``CAPSEDU_DEBUG=1`` for the full traceback). torch is imported only
-once a command runs, so ``--help`` is instant.
+"""The command line, ``python -m capsedu``: ``train``, ``evaluate``, ``info`` and one command per
+stored-run experiment (``capsedu.experiments.catalogue``), each printing JSON. A rerun with the
+same ``--out`` resumes; ``--fresh`` starts over, removing only what the command wrote; other
+settings, bad arguments (exit 2) and run-time errors (exit 1) are one line (``CAPSEDU_DEBUG=1``:
+the traceback); Ctrl-C exits 130. No torch until a command runs: ``--help`` is instant.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 
-from capsedu import SOURCES
-from capsedu.runtime.arguments import CommandParser, HelpFormatter, batch_int, int_in, positive_int
+from capsedu import PRESET_NAMES, SOURCES
+from capsedu.runtime.arguments import MAX_INT, MAX_SEED, CommandParser, HelpFormatter, add_options, number
 
 __all__ = ["main", "build_parser"]
 
 
+def _shard(text: str):
+    match = re.fullmatch(r"\s*(\d{1,6})\s*/\s*(\d{1,6})\s*", text)
+    if match is None or not int(match[1]) < int(match[2]):
+        raise argparse.ArgumentTypeError(f"expected K/N, shard K of N with 0 <= K < N (counted from 0, as "
+                                         f"torchrun's RANK), got {text!r}")
+    return int(match[1]), int(match[2])
+
+
+def _devices(text: str):
+    entries = [e.strip() for e in text.split(",")]
+    if not all(entries):
+        raise argparse.ArgumentTypeError(f"expected a comma list of devices such as cpu,cpu or cuda:0,cuda:1, got {text!r}")
+    return entries
+
+
 def build_parser() -> argparse.ArgumentParser:
-    fmt = HelpFormatter
-    parser = CommandParser(prog="python -m capsedu", description="Capsule Networks, taught: train, evaluate, inspect.")
     from capsedu.experiments.catalogue import EXPERIMENTS
-    sub = parser.add_subparsers(dest="command", required=True,
-                                metavar="{" + ",".join(["train", "evaluate", "info", *EXPERIMENTS]) + "}")
+    from capsedu.experiments.two_digits.config import PRESETS, TwoDigitConfig
+    from capsedu.training.config import TrainConfig
+    parser = CommandParser(prog="python -m capsedu", description="Capsule Networks, taught.")
+    sub = parser.add_subparsers(dest="command", required=True)
 
-    def data_args(p, default):  # default None: the checkpoint's
-        theirs = " (default: the checkpoint's)" if default is None else ""
-        p.add_argument("--dataset", choices=("mnist", "fashion-mnist"), default=default and "mnist",
-                       help="which images" + theirs)
-        p.add_argument("--source", choices=SOURCES, default=default, help="auto: full via torchvision if "
-                       "it can be had, else the embedded 10k sample" + theirs)
-        p.add_argument("--root", default=None, help="data folder (default: $CAPSEDU_DATA or ~/.cache/capsedu; "
-                       "for --source idx, the folder of IDX files)")
-        p.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
+    def command(name, about, **options):
+        p = sub.add_parser(name, help=about, description=about, formatter_class=HelpFormatter)
+        for flags, kw in options.items():  # --no-progress for no_progress
+            p.add_argument("--" + flags.replace("_", "-"), **kw)
+        return p
 
-    t = sub.add_parser("train", help="train the paper's CapsNet", formatter_class=fmt,
-                       description="Train CapsNet (Sabour et al., 2017). Rerun the same command to resume "
-                       "(--fresh starts over).")
-    data_args(t, "auto")
-    from capsedu.training.config import add_config_arguments
-    add_config_arguments(t)  # --epochs, --batch-size, --lr, ..., --amp, --compile: TrainConfig's fields
-    t.add_argument("--routing", choices=("hinton", "su"), default="hinton", help="routing update")
-    t.add_argument("--iterations", type=int_in(1, 100), default=3, help="routing iterations")
-    t.add_argument("--out", default="runs/capsnet", help="folder for checkpoint.pt and metrics.json "
-                   "(created, with its parents, once every argument is checked); one writer at a time")
-    from capsedu.experiments.shared.arguments import add_fresh_argument
-    add_fresh_argument(t)
-    t.add_argument("--fast", action="store_true", help="capsedu.speed.fast: fused routing, channels-last on CUDA")
-    t.add_argument("--limit", type=positive_int, default=None, help="train on the first N images only")
-    t.add_argument("--no-progress", action="store_true", help="no progress bars")
-
-    e = sub.add_parser("evaluate", help="test accuracy of a checkpoint (JSON)", formatter_class=fmt,
-                       description="Rebuild the model stored in a checkpoint and print its test accuracy as JSON.")
-    e.add_argument("--checkpoint", required=True, help="a checkpoint.pt written by train")
-    data_args(e, None)
-    e.add_argument("--limit", type=positive_int, default=None, help="test on the first N images only")
-    e.add_argument("--batch-size", type=batch_int, default=500, help="images per forward pass")
-
-    i = sub.add_parser("info", help="versions, devices and data sources (JSON)", formatter_class=fmt,
-                       description="Print versions, available devices and data sources as JSON.")
-    i.add_argument("--root", default=None, help="data folder (default: $CAPSEDU_DATA or ~/.cache/capsedu)")
-
-    from capsedu.experiments.shared.arguments import add_cli_arguments
-    from capsedu.experiments.two_digits.config import add_cli_arguments as two_digit_arguments
+    switch = dict(action="store_true")
+    common = dict(root=dict(help="data folder (default: $CAPSEDU_DATA)"),
+                  device=dict(default="auto", help="auto, cpu, cuda or mps"),
+                  no_progress=dict(switch, help="no progress bars"))
+    data = dict(dataset=dict(choices=("mnist", "fashion-mnist"), help="which images"),
+                source=dict(choices=SOURCES, help="where from (auto: full, else sample)"))
+    fresh = dict(switch, help="start over: remove what it wrote")
+    t = command("train", "train CapsNet (a rerun resumes)", **data, **common, fresh=fresh,
+                routing=dict(choices=("hinton", "su"), default="hinton"),
+                iterations=dict(type=number(int, 1, 100), default=3, help="routing iterations"),
+                out=dict(default="runs/capsnet", help="folder of checkpoint.pt, metrics.json"),
+                fast=dict(switch, help="capsedu.speed.fast's fused routing"),
+                limit=dict(type=number(int, 1, MAX_INT), help="train on the first N images"))
+    t.set_defaults(dataset="mnist", source="auto")
+    add_options(t, TrainConfig, defaults=True)
+    command("evaluate", "a checkpoint's test accuracy", **data, **common,  # data: the checkpoint's
+            checkpoint=dict(required=True, help="a checkpoint.pt written by train"),
+            limit=dict(type=number(int, 1, MAX_INT), help="test on the first N images"),
+            batch_size=dict(type=number(int, 1, 1 << 20), default=500, help="images per forward pass"))
+    command("info", "versions, devices and data sources", root=common["root"])
     for name, e in EXPERIMENTS.items():
-        p = sub.add_parser(name, help=e.about + " (JSON)", formatter_class=fmt, description=e.about + "; the "
-                           "result as JSON on stdout (and in --out). Rerun the same command to finish an "
-                           "interrupted run (--fresh starts over); options override the preset.")
-        if name == "two-digits":  # its own options (capsedu.experiments.two_digits.config)
-            two_digit_arguments(p)
-            p.set_defaults(experiment=name)
-        else:
-            add_cli_arguments(p, name)
+        p = command(name, e.about, **common, fresh=fresh, out=dict(help=f"folder: a JSON file per {e.unit}"),
+                    preset=dict(choices=tuple(PRESETS) if name == "two-digits" else PRESET_NAMES,
+                                help="default: $CAPSEDU_MODE, else by device"),
+                    seeds=dict(nargs="+", type=number(int, 0, MAX_SEED), help="the preset's, or these"),
+                    epochs=dict(dest=e.epochs, type=number(int, 1, 100_000), help="the preset's, or this"),
+                    threads=dict(type=number(int, 1, 1024), default=2, help="CPU threads for torch"))
+        share = p.add_mutually_exclusive_group()  # --devices starts one process per device, each with its share
+        share.add_argument("--devices", type=_devices, help="one process each, by torchrun")
+        share.add_argument("--shard", type=_shard, help="K/N: only the runs i, i mod N = K")
+        p.set_defaults(experiment=name)
+        if name == "two-digits":
+            add_options(p, TwoDigitConfig)
     return parser
-
-
-def run(args) -> int:
-    """The command's code, imported only now (torch comes with it)."""
-    if args.command in ("train", "evaluate", "info"):
-        from capsedu.experiments import train
-        return {"train": train.cmd_train, "evaluate": train.cmd_evaluate, "info": train.cmd_info}[args.command](args)
-    from capsedu.experiments.shared.arguments import cli_main
-    return cli_main(args)
 
 
 def main(argv=None) -> int:
@@ -118,15 +97,20 @@ def main(argv=None) -> int:
         with catch_ctrl_c():  # Ctrl-C at any moment: exit 130, whatever swallowed it
             with ctrl_c_deferred():  # one that lands inside torch's import can abort the process (SIGABRT)
                 importlib.import_module("torch")  # (a test stands in for it)
-            code = run(args)
+            if args.command in ("train", "evaluate", "info"):
+                from capsedu.experiments import train
+                code = {"train": train.cmd_train, "evaluate": train.cmd_evaluate, "info": train.cmd_info
+                        }[args.command](args)
+            else:
+                from capsedu.experiments.shared.arguments import cli_main
+                code = cli_main(args)
             if interrupted():
                 raise KeyboardInterrupt
             return code
     except KeyboardInterrupt:
-        hint = "; rerun the same command to resume from the last finished epoch" if args.command == "train" else \
-            f"; the finished runs are kept in {args.out}: rerun the same command to resume" \
-            if getattr(args, "out", None) else ""
-        print(f"capsedu {args.command}: interrupted{hint}", file=sys.stderr)
+        where = "the last finished epoch" if args.command == "train" else f"the runs kept in {getattr(args, 'out', None)}"
+        print(f"capsedu {args.command}: interrupted" + (f"; rerun the same command to resume from {where}"
+              if args.command == "train" or getattr(args, "out", None) else ""), file=sys.stderr)
         return 130
     except (ValueError, TypeError, RuntimeError, OSError, FloatingPointError) as err:
         if os.environ.get("CAPSEDU_DEBUG"):

@@ -47,7 +47,7 @@ def trained(tmp_path_factory):
     (["--device", "tpu"], "device must be 'auto', 'cpu', 'cuda' or 'mps', got 'tpu'"),
     (["--source", "idx"], r"source='idx' for mnist needs root="),
     (["--source", "idx", "--root", "/nonexistent/idx"], "IDX folder /nonexistent/idx not found"),
-    (["--limit", "0"], "expected a positive integer, got '0'"),
+    (["--limit", "0"], r"expected an integer, got '0' \(allowed: 1 to 1,000,000,000\)"),
 ])
 def test_fresh_with_bad_arguments_keeps_the_checkpoint(trained, capsys, extra, match):
     before = snapshot(trained)

@@ -1,7 +1,8 @@
 """Every stored-run experiment, declared once: its command and its code.
 
-The CLI and ``shared.arguments`` take the names from here. The code is imported by ``Experiment.code()``, inside a function, so that ``python -m capsedu --help``
-needs no torch; this is the one module that may import every experiment (tests/test_layout.py).
+The CLI and ``shared.arguments`` take the names from here. The code is imported by
+``Experiment.code()``, inside a function, so that ``python -m capsedu --help`` needs no torch;
+this is the one module that may import every experiment (tests/test_layout.py).
 """
 from __future__ import annotations
 
@@ -50,24 +51,17 @@ def _tutorial_vs_fixed() -> Code:
     return Code(m.tutorial_vs_fixed, m.PRESETS)
 
 
-def _two_digits() -> Code:  # its own options: two_digits.config.add_cli_arguments; no estimate printed
+def _two_digits() -> Code:  # its options: TwoDigitConfig's fields (capsedu.cli)
     from capsedu.experiments.two_digits import config, run
     return Code(lambda config, data=None, **options: run.two_digit_experiment(data, config, **options),
                 config.PRESETS)
 
 
 EXPERIMENTS = {e.command: e for e in (
-    Experiment("two-digits", "model x seed", "epochs",
-               "Su's two-digit experiment: train on single digits, test on pairs (chapter 7)", _two_digits),
-    Experiment("robustness", "run", "max_epochs", "affine robustness of a CNN and "
-               "CapsNet matched on clean accuracy (the paper's affNIST test)", _robustness),
-    Experiment("ablation", "run", "epochs", "routing iterations x reconstruction loss, "
-               "plus detach_inner (the paper's Table 1)", _ablation),
-    Experiment("multimnist", "run", "epochs", "overlapping digits: top-2 accuracy and "
-               "segmentation (the paper's MultiMNIST)", _multimnist),
-    Experiment("compare-routing", "method x seed", "epochs",
-               "dynamic, EM, self-attention and no routing on one budget", _compare_routing),
-    Experiment("tutorial-vs-fixed", "model x seed", "epochs", "the tutorial "
-               "code's CapsNet against capsedu's, same data and budget (chapter 11)", _tutorial_vs_fixed),
+    Experiment("two-digits", "model x seed", "epochs", "Su's digits-to-pairs test (chapter 7)", _two_digits),
+    Experiment("robustness", "run", "max_epochs", "affNIST robustness, CNN vs CapsNet", _robustness),
+    Experiment("ablation", "run", "epochs", "routing x reconstruction (Table 1)", _ablation),
+    Experiment("multimnist", "run", "epochs", "overlapping digits (MultiMNIST)", _multimnist),
+    Experiment("compare-routing", "method x seed", "epochs", "routing methods on one budget", _compare_routing),
+    Experiment("tutorial-vs-fixed", "model x seed", "epochs", "the tutorial's CapsNet vs capsedu's", _tutorial_vs_fixed),
 )}
-

@@ -16,13 +16,12 @@ class Method(NamedTuple):
 
 
 ROUTING_METHODS = {
-    "dynamic": Method("dynamic routing, 3 iterations (Sabour et al. 2017)", "dynamic routing", "tab:blue"),
-    "none": Method("no routing: uniform coupling, one step (the control)", "no routing", "tab:gray"),
-    "em": Method("EM routing between matrix capsules (Hinton et al. 2018)", "EM routing", "tab:green"),
-    "attention": Method("self-attention routing, Efficient-CapsNet (Mazzia et al. 2021)", "self-attention",
-                        "tab:red"),
-    "em-spread": Method("EM routing on dynamic's conv trunk, its size, spread loss, lambda 15 (EM's fair "
-                        "control)", "EM-spread", "tab:olive", "spread"),
+    "dynamic": Method("3 iterations (Sabour et al. 2017)", "dynamic routing", "tab:blue"),
+    "none": Method("uniform coupling, one step (control)", "no routing", "tab:gray"),
+    "em": Method("matrix capsules (Hinton et al. 2018)", "EM routing", "tab:green"),
+    "attention": Method("Efficient-CapsNet (Mazzia et al. 2021)", "self-attention", "tab:red"),
+    # EM's fair control: dynamic's conv trunk and size, the spread loss, lambda 15
+    "em-spread": Method("EM on dynamic's trunk, spread loss", "EM-spread", "tab:olive", "spread"),
 }
 METHODS = {name: m.about for name, m in ROUTING_METHODS.items()}
 LOSS = {name: m.loss for name, m in ROUTING_METHODS.items() if m.loss != "margin"}  # not the margin loss

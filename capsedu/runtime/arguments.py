@@ -1,20 +1,23 @@
-"""Command-line pieces every command shares (no torch): a parser whose errors are one line, number types,
-and ``check_config``, the same bounds for the fields of an experiment's config dataclass.
-
-A bad argument exits with code 2 and one line that names what was expected and the allowed range;
-every number has bounds, so no value reaches an overflow or a huge allocation.
+"""Settings declared once (no torch): ``setting`` marks a config dataclass field with its bounds
+or choices and, given a help line, its command-line option; ``check_config`` checks a config's
+fields and ``add_options`` makes their options. A bad argument exits with code 2 and one line
+(``CommandParser``) naming the allowed range; every number has bounds, so no value reaches an
+overflow or a huge allocation.
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import typing
-from typing import Dict, Optional, Sequence, Tuple
 
-from capsedu.runtime.stored import _is_int
+from capsedu import AMP_CHOICES
 
-__all__ = ["CommandParser", "HelpFormatter", "int_in", "float_in", "positive_int", "seed_int",
-           "epochs_int", "threads_int", "batch_int", "MAX_INT", "MAX_SEED", "check_config"]
+__all__ = ["CommandParser", "HelpFormatter", "number", "setting", "check_config", "add_options",
+           "MAX_INT", "MAX_SEED"]
+
+MAX_INT = 10**9       # counts (images, pairs, limits): beyond this the run could not allocate them
+MAX_SEED = 2**31 - 1  # seeds: what every generator takes, with room for seed * 10,000 + epoch
 
 
 class CommandParser(argparse.ArgumentParser):
@@ -28,98 +31,111 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """Shows defaults, except the empty ones (None, False)."""
 
     def _get_help_string(self, action):
-        if action.default is None or action.default is False:
-            return action.help
-        return super()._get_help_string(action)
+        empty = action.default is None or action.default is False
+        return action.help if empty else super()._get_help_string(action)
 
 
-MAX_INT = 10**9       # counts (images, pairs, limits): beyond this the run could not allocate them
-MAX_SEED = 2**31 - 1  # seeds: what every generator takes, with room for seed * 10,000 + epoch
+def number(kind: type, low, high, low_open: bool = False):
+    """An argparse type: ``kind(text)`` in [low, high] ((low, high] with ``low_open``)."""
+    form = ",d" if kind is int else "g"
+    allowed = f"{'more than ' if low_open else ''}{low:{form}} to {high:{form}}"
 
-
-def _number(kind, ok, what, allowed):
-    """An argparse type: ``kind(text)`` that must satisfy ``ok``, else one line naming the allowed range."""
     def parse(text):
         try:
             value = kind(text)
         except (ValueError, OverflowError):
-            value = None
-        if value is None or value != value or not ok(value):
+            value = math.nan                                    # fails every comparison
+        if not (low < value if low_open else low <= value) or not value <= high:
+            what = "an integer" if kind is int else "a number"
             raise argparse.ArgumentTypeError(f"expected {what}, got {text!r} (allowed: {allowed})")
         return value
-    parse.__name__ = what.replace(" ", "_")
     return parse
 
 
-def int_in(low: int, high: int, what: str = None):
-    """An integer type in [low, high], e.g. ``int_in(1, 10_000)`` for epochs."""
-    what = what or ("a positive integer" if low == 1 else "an integer >= 0" if low == 0 else "an integer")
-    return _number(int, lambda v: low <= v <= high, what, f"{low} to {high:,}")
+def setting(default, help=None, low=1, high=MAX_INT, **meta):
+    """A config field: a number in [low, high] (``low_open=True``: above ``low``), or one of
+    ``choices=``; with ``help``, an option (``--batch-size`` for ``batch_size``, or ``flag=``)."""
+    return dataclasses.field(default=default, metadata=dict(help=help, low=low, high=high, **meta))
 
 
-def float_in(low: float, high: float, what: str, low_open: bool = True):
-    """A number in (low, high] (``low_open``) or [low, high]."""
-    ok = (lambda v: low < v <= high) if low_open else (lambda v: low <= v <= high)
-    return _number(float, ok, what, f"{'more than ' if low_open else ''}{low:g} to {high:g}")
+def _kind(hint):
+    """(the type of one value, whether the field holds a tuple of them, whether it may be None)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is tuple:
+        return args[0], True, False
+    if origin is typing.Union:  # Optional[X] is X or None; epochs as an int or one per model: its own check
+        return (args[0], False, True) if type(None) in args else (None, False, False)
+    return hint, False, False
 
 
-positive_int = int_in(1, MAX_INT)
-seed_int = int_in(0, MAX_SEED)
-epochs_int = int_in(1, 100_000)
-threads_int = int_in(1, 1024)
-batch_int = int_in(1, 1 << 20)
+def _fits(value, kind, spec) -> bool:
+    if spec["choices"] is not None or kind not in (int, float):
+        return value in spec["choices"] if spec["choices"] is not None else kind is not bool or isinstance(value, bool)
+    low, high = spec["low"], spec["high"]
+    number = not isinstance(value, bool) and isinstance(value, int if kind is int else (int, float))
+    return number and (low < value if spec["low_open"] else low <= value) and value <= high and value < math.inf
 
 
-def _what(value, kind: str, bounds, names, fraction: bool, distinct: bool) -> Optional[str]:
-    """What ``value``, of type ``kind``, must be (or hold), or None if it is that."""
-    low, high = bounds or (1, MAX_INT)
-    if kind == "bool":
-        return None if isinstance(value, bool) else "be True or False"
-    if kind in ("int", "Optional[int]"):
-        if kind == "Optional[int]" and value is None:
-            return None
-        none = " or None" if kind == "Optional[int]" else ""
-        return None if _is_int(value) and low <= value <= high else f"be an int in [{low}, {high:,}]{none}"
-    if kind == "float":
-        number = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if fraction:
-            return None if number and 0 <= value <= 1 else "be a number in [0, 1]"
-        if bounds:                                                      # a finite number in [low, high]
-            return None if number and low <= value <= high and value < float("inf") else \
-                f"be a finite number in [{low:g}, {high:g}]"
-        return None if number and 0 < value < float("inf") else "be a positive number"
-    if kind == "str":
-        return None if names is None or value in names else f"be one of {tuple(names)}"
-    if not kind.startswith("Tuple["):
-        return None                                                     # checked by the config itself
-    items = kind[len("Tuple["):-len(", ...]")]                          # a tuple of these
-    if not isinstance(value, tuple) or not value or distinct and len(set(value)) != len(value):
-        return f"be a non-empty tuple{' of distinct values' if distinct else ''}"
-    if names is not None and any(v not in names for v in value):
-        return f"be distinct names from {tuple(names)}"
-    if items in ("int", "float") and any(_what(v, items, bounds, None, fraction, False) for v in value):
-        return "hold numbers in [0, 1]" if fraction else f"hold ints in [{low}, {high:,}]" if items == "int" \
-            else "hold positive numbers"
-    return None
+def _what(kind, spec) -> str:
+    low, high = spec["low"], spec["high"]
+    if spec["choices"] is not None:
+        return f"one of {tuple(spec['choices'])}"
+    if kind is int:
+        return f"an int in [{low}, {high:,}]"
+    if kind is float:
+        return "a positive number" if high == math.inf else \
+            f"a finite number in {'(' if spec['low_open'] else '['}{low:g}, {high:g}]"
+    return "True or False"
 
 
-def check_config(config, names: Optional[Sequence[str]] = None, bounds: Optional[Dict[str, Tuple[int, int]]] = None,
-                 fractions: Sequence[str] = (), choices: Optional[Dict[str, Sequence]] = None) -> None:
-    """Each field of an experiment's config dataclass, by its type: ints in [1, ``MAX_INT``] (``bounds``: field ->
-    (low, high)), Optional ints that or None, floats positive (``fractions``: in [0, 1]), bools; tuples non-empty;
-    the grid's first field distinct ``names``; ``seeds`` distinct ints in [0, ``MAX_SEED``]; ``source``, ``amp`` and
-    the fields of ``choices`` among theirs. A ValueError naming the class's field, what it must be and what it got."""
+def check_config(config, names=None, bounds=None, fractions=()) -> None:
+    """Each field of a config dataclass, by its type; a ValueError names the class's field, what it
+    must be and what it got. Bounds and choices come from the field's ``setting``, else: ints in
+    [1, ``MAX_INT``] (``bounds``: field -> (low, high); seeds in [0, ``MAX_SEED``]), floats positive
+    (``fractions``: in [0, 1]), the first field (the grid) distinct ``names``, ``source`` and ``amp``
+    among theirs; tuples non-empty, seeds distinct."""
     bounds = {"seeds": (0, MAX_SEED), "test_seed": (0, MAX_SEED), **(bounds or {})}
-    choices = {"source": ("sample", "full", "auto"), "amp": ("off", "auto", "bf16", "fp16"), **(choices or {})}
+    grid = dataclasses.fields(config)[0].name
+    choices = {"source": ("sample", "full", "auto"), "amp": AMP_CHOICES, grid: names}
     hints = typing.get_type_hints(type(config))
-    grid = next(f.name for f in dataclasses.fields(config))
     for f in dataclasses.fields(config):
-        value, kind = getattr(config, f.name), str(hints[f.name]).replace("typing.", "")
-        kind = {"<class 'int'>": "int", "<class 'float'>": "float", "<class 'str'>": "str",
-                "<class 'bool'>": "bool", "Optional[int]": "Optional[int]", "Union[int, NoneType]": "Optional[int]"
-                }.get(kind, kind)
-        allowed = names if f.name == grid and f.name != "seeds" else choices.get(f.name)
-        distinct = f.name in (grid, "seeds") or f.name in choices
-        what = _what(value, kind, bounds.get(f.name), allowed, f.name in fractions, distinct)
-        if what is not None:
-            raise ValueError(f"{type(config).__name__}.{f.name} must {what}, got {value!r}")
+        value = getattr(config, f.name)
+        kind, many, optional = _kind(hints[f.name])
+        if kind is None or optional and value is None:
+            continue
+        low, high = bounds.get(f.name, (0, 1) if f.name in fractions else (0, math.inf) if kind is float
+                               else (1, MAX_INT))
+        spec = {"low": low, "high": high, "choices": choices.get(f.name), **f.metadata}
+        spec.setdefault("low_open", spec["high"] == math.inf)
+        if not many:
+            problem = None if _fits(value, kind, spec) else f"be {_what(kind, spec)}"
+        elif spec["choices"] is not None:
+            ok = isinstance(value, tuple) and value and len(set(value)) == len(value)
+            problem = None if ok and all(_fits(v, kind, spec) for v in value) else \
+                f"be distinct names from {tuple(spec['choices'])}"
+        elif not isinstance(value, tuple) or not value or f.name == "seeds" and len(set(value)) < len(value):
+            problem = "be a non-empty tuple" + (" of distinct values" if f.name == "seeds" else "")
+        else:
+            problem = None if all(_fits(v, kind, spec) for v in value) else f"hold numbers, each {_what(kind, spec)}"
+        if problem is not None:
+            raise ValueError(f"{type(config).__name__}.{f.name} must {problem}, got {value!r}")
+
+
+def add_options(parser, kind: type, defaults: bool = False) -> None:
+    """One option per field of the config dataclass ``kind`` that has a help line: a bounded number,
+    a choice (one or more for a tuple field) or a switch (a bool); its default is the field's
+    (``defaults``) or None (the preset's)."""
+    hints = typing.get_type_hints(kind)
+    for f in dataclasses.fields(kind):
+        meta = f.metadata
+        if meta.get("help") is None:
+            continue
+        one, many, _ = _kind(hints[f.name])
+        flag, default = meta.get("flag", "--" + f.name.replace("_", "-")), f.default if defaults else None
+        if one is bool:
+            parser.add_argument(flag, dest=f.name, action="store_true", help=meta["help"])
+        else:
+            parser.add_argument(flag, dest=f.name, default=default, choices=meta.get("choices"),
+                                nargs="+" if many else None, help=meta["help"],
+                                type=number(one, meta["low"], meta["high"], meta.get("low_open", False))
+                                if one in (int, float) else None)

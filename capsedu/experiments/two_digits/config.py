@@ -1,32 +1,23 @@
-"""The settings of Su Jianlin's two-digit experiment, one object checked when it is built (no torch needed),
-so that a bad value fails before any training starts; ``PRESETS``: one per mode and "long", the stored run;
-``add_cli_arguments``: the command's options."""
+"""The settings of Su Jianlin's two-digit experiment, one object checked when it is built (no torch
+needed), so that a bad value fails before any training starts; each field with a help line is an
+option of ``python -m capsedu two-digits``. ``PRESETS``: one per mode and "long", the stored run."""
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, replace
 from typing import Dict, Mapping, Optional, Tuple, Union
 
 from capsedu import AMP_CHOICES, LR_SCHEDULES, SOURCES
-from capsedu.experiments.shared.arguments import add_run_arguments
-from capsedu.runtime.arguments import (MAX_INT, MAX_SEED, batch_int, check_config, float_in, int_in,
-                                       positive_int, seed_int)
+from capsedu.runtime.arguments import MAX_INT, MAX_SEED, check_config, setting
 
-__all__ = ["MODELS", "HEADS", "LAYOUTS", "INITS", "SCHEDULES", "SU_EPOCHS", "TwoDigitConfig", "PRESETS",
-           "add_cli_arguments"]
+__all__ = ["MODELS", "HEADS", "LAYOUTS", "INITS", "SCHEDULES", "SU_EPOCHS", "TwoDigitConfig", "PRESETS"]
 
-# name -> what the head is; all share Su's ConvStack. The first four are the experiment's (HEADS).
-MODELS = {
-    "pooling": "global average pooling -> dense 128 -> 10 sigmoids",
-    "capsule-su": "shared-weight capsules, Su's January routing (b <- <u_hat, v>, squash every iteration)",
-    "capsule-hinton": "shared-weight capsules, Hinton's routing (b <- b + <u_hat, v>)",
-    "capsule-su-march": "shared-weight capsules, Su's March routing (b <- <u_hat, s/|s|>, one squash at the end)",
-    "capsule-su-r1": "shared-weight capsules, one routing iteration (uniform couplings: the votes summed)",
-    # the controls that separate summing from routing and from capsules (issue 51)
-    "pooling-sum": "global sum pooling -> dense 128 -> 10 sigmoids (summing without capsules)",
-    "capsule-mean": "shared-weight capsules, the votes averaged (capsules without routing or summing)",
-}
+# Heads on Su's ConvStack. HEADS, the experiment's: global average pooling -> dense 128 -> 10
+# sigmoids; shared-weight capsules with Su's January routing (b <- <u_hat, v>, squash every
+# iteration), Hinton's (b <- b + <u_hat, v>) and Su's March routing (b <- <u_hat, s/|s|>, one squash
+# at the end). The controls that separate summing from routing and from capsules (issue 51): one
+# routing iteration (uniform couplings: the votes summed), the grid summed, the votes averaged.
 HEADS = ("pooling", "capsule-su", "capsule-hinton", "capsule-su-march")
+MODELS = (*HEADS, "capsule-su-r1", "pooling-sum", "capsule-mean")
 # vertical: Su's script (56x28); horizontal: his prose (28x56); overlapping: MultiMNIST-style 36x36.
 LAYOUTS = ("vertical", "horizontal", "overlapping")
 INITS = ("keras", "torch")  # keras: Glorot-uniform weights and zero biases, as in Su's script
@@ -39,34 +30,31 @@ class TwoDigitConfig:
     """``epochs``: one int for every model, or model -> epochs (Su: ``SU_EPOCHS``); ``n_train``/``n_test``: the
     first N digits (None: all); ``curve``: the pair accuracies after every epoch too (the learning curve);
     ``iterations``: of every capsule head but "capsule-su-r1", which has one."""
-    models: Tuple[str, ...] = HEADS
+    models: Tuple[str, ...] = setting(HEADS, "which models to train", choices=MODELS)
     seeds: Tuple[int, ...] = (0, 1, 2)
     epochs: Union[int, Mapping[str, int]] = 4
-    batch_size: int = 16
-    lr: float = 1e-3
-    lr_schedule: str = "cosine"
-    margin_lam: float = 0.25
-    squash_k: float = 0.5
-    iterations: int = 3
-    init: str = "keras"
-    n_train: Optional[int] = None
-    n_test: Optional[int] = None
-    n_pairs: int = 1000
-    layouts: Tuple[str, ...] = LAYOUTS
-    shift: int = 0
-    pair_seed: int = 1234
-    source: str = "sample"
+    batch_size: int = setting(16, "images per step", high=1 << 20)
+    lr: float = setting(1e-3, "Adam learning rate", 0, 10, low_open=True)
+    lr_schedule: str = setting("cosine", "constant (Su's) or cosine", choices=SCHEDULES)
+    margin_lam: float = setting(0.25, "absent classes' weight (Su: 0.25)", 0, 10)
+    squash_k: float = setting(0.5, "k in |s|^2/(k+|s|^2)", 0, 1000, low_open=True)
+    iterations: int = setting(3, "routing iterations", high=100)
+    init: str = setting("keras", "Keras's (Su's) or PyTorch's", choices=INITS)
+    n_train: Optional[int] = setting(None, "train on the first N digits", flag="--limit")
+    n_test: Optional[int] = setting(None, "test digits (pairs from them)", flag="--test-limit")
+    n_pairs: int = setting(1000, "test images per layout", high=100_000, flag="--pairs")
+    layouts: Tuple[str, ...] = setting(LAYOUTS, "how the two digits are placed", choices=LAYOUTS)
+    shift: int = setting(0, "random shift augmentation, pixels", 0, 14)
+    pair_seed: int = setting(1234, "seed of the test pairs", 0, MAX_SEED)
+    source: str = setting("sample", "MNIST source", choices=SOURCES)
     curve: bool = False
-    amp: str = "off"
+    amp: str = setting("off", "mixed precision", choices=AMP_CHOICES)
 
     def __post_init__(self):
         for name in ("models", "seeds", "layouts"):  # lists from JSON or argparse become tuples
             if isinstance(getattr(self, name), list):
                 object.__setattr__(self, name, tuple(getattr(self, name)))
-        check_config(self, tuple(MODELS), {"shift": (0, MAX_INT), "pair_seed": (0, MAX_SEED),
-                                           "margin_lam": (0, math.inf)},
-                     choices={"layouts": LAYOUTS, "init": INITS, "lr_schedule": SCHEDULES, "source": SOURCES,
-                              "amp": AMP_CHOICES})
+        check_config(self)
         epochs = self.epochs if isinstance(self.epochs, Mapping) else {m: self.epochs for m in self.models}
         missing = [m for m in self.models if m not in epochs]
         if missing:
@@ -110,28 +98,3 @@ PRESETS: Dict[str, TwoDigitConfig] = {
                                  seeds=(0, 1, 2, 3, 4), epochs=12, curve=True, **_SAMPLE),
 }
 
-
-def add_cli_arguments(d) -> None:
-    """The options of ``python -m capsedu two-digits`` (an argparse parser), run as every experiment is
-    (``capsedu.experiments.shared.arguments.cli_main``: an option named after a ``TwoDigitConfig``
-    field, or renamed in ``RENAMED`` there, overrides it)."""
-    add_run_arguments(d, tuple(PRESETS), "model x seed", "epochs for every model")
-    d.add_argument("--source", choices=SOURCES, default=None, help="MNIST source (default: the preset's)")
-    d.add_argument("--root", default=None, help="data folder (default: $CAPSEDU_DATA or ~/.cache/capsedu)")
-    d.add_argument("--models", nargs="+", choices=tuple(MODELS), default=None, help="which models to train")
-    d.add_argument("--batch-size", type=batch_int, default=None, help="images per step")
-    d.add_argument("--lr", type=float_in(0, 10, "a positive learning rate"), default=None, help="Adam learning rate")
-    d.add_argument("--lr-schedule", choices=SCHEDULES, default=None, help="constant (Su's) or cosine")
-    d.add_argument("--margin-lam", type=float_in(0, 10, "a number >= 0", low_open=False), default=None,
-                   help="margin loss weight of the absent classes (Su: 0.25)")
-    d.add_argument("--squash-k", type=float_in(0, 1000, "a positive number"), default=None,
-                   help="k in |s|^2/(k+|s|^2) (capsule heads)")
-    d.add_argument("--iterations", type=int_in(1, 100), default=None, help="routing iterations")
-    d.add_argument("--init", choices=INITS, default=None, help="initial weights: Keras's defaults (Su's) or PyTorch's")
-    d.add_argument("--limit", type=positive_int, default=None, help="train on the first N digits only")
-    d.add_argument("--test-limit", type=positive_int, default=None, help="test digits (and pairs from them)")
-    d.add_argument("--pairs", type=int_in(1, 100_000), default=None, help="two-digit test images per layout")
-    d.add_argument("--layouts", nargs="+", choices=LAYOUTS, default=None, help="how the two digits are placed")
-    d.add_argument("--shift", type=int_in(0, 14), default=None, help="random shift augmentation, pixels")
-    d.add_argument("--amp", choices=AMP_CHOICES, default=None, help="mixed precision")
-    d.add_argument("--pair-seed", type=seed_int, default=None, help="seed of the test pairs")
