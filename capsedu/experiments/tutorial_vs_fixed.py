@@ -24,8 +24,9 @@ from capsedu.methods.tutorial_capsnet import MNIST_MEAN, MNIST_STD, TUTORIAL_TRA
 __all__ = ["MODELS", "TutorialConfig", "PRESETS", "tutorial_vs_fixed", "STORED", "CLAIMS",
            "PRINTED", "with_printed", "frames", "batch_claim", "readable"]
 
-MODELS = {"tutorial": "the tutorial code re-created, pitfalls included, trained as it trains",
-          "fixed": "capsedu's CapsNet, trained as the paper (shifts, squared margins, summed reconstruction)"}
+# the tutorial code re-created, pitfalls included, trained as it trains; capsedu's CapsNet
+# trained as the paper (shifts, squared margins, summed reconstruction)
+MODELS = ("tutorial", "fixed")
 TEST_BATCH = 100   # the tutorial code's test batch: its routing shares logits within a batch
 
 
