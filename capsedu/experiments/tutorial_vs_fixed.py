@@ -151,12 +151,12 @@ def with_printed(runs: List[Dict]) -> List[Dict]:
 
 def batch_claim(runs) -> Dict:
     """Claim 11.3 for the tutorial code, "a digit's prediction does not depend on the rest of its batch"
-    (the paper routes each example alone), from ``frames(...)["runs"]``: one test digit whose prediction
-    changed when only the test batches' order did refutes it; none changed proves nothing. ``low``,
-    ``high``: the fewest and most such digits in a seed."""
+    (the paper routes each example alone), from ``frames(...)["runs"]``: the test digits whose prediction
+    changed when only the test batches' order did. A count without a verdict (``verdicts.MEASURED``): the
+    run reordered no control network's digits, so nothing separates the tutorial's batch dependence from
+    what a reordering alone does to any network. ``low``, ``high``: the fewest and most in a seed."""
     changed = runs.loc[runs["model"] == "tutorial", "test_changed_by_batching"].astype(int)
-    verdict = verdicts.FAILS if changed.max() > 0 else verdicts.CANNOT_TELL
-    return {"id": "11.3", "verdict": verdict, "method": "count", "low": int(changed.min()),
+    return {"id": "11.3", "verdict": verdicts.MEASURED, "method": "count", "low": int(changed.min()),
             "high": int(changed.max()), "seeds": len(changed)}
 
 

@@ -15,9 +15,12 @@ import pandas as pd
 from capsedu.runtime import results
 from capsedu.runtime.stored import NAME_KEYS
 
-__all__ = ["load", "runs_table", "epochs_table", "items_table", "PREVIEW"]
+__all__ = ["load", "runs_table", "epochs_table", "items_table", "PREVIEW", "RISING"]
 
 PREVIEW = "live preview"
+# The book's one convergence bar: a curve whose test accuracy still gains more than this per epoch
+# at the end (2 test digits in 1,000) is still rising, and its last number likely below a longer run's.
+RISING = 0.002
 PROVENANCE = ("command", "date", "hardware", "device", "torch", "python", "capsedu", "preset")
 
 

@@ -43,11 +43,13 @@ import pandas as pd
 from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
-__all__ = ["HOLDS", "FAILS", "EQUIVALENT", "CANNOT_TELL", "ALPHA", "seeds_and_items", "paired_difference",
+__all__ = ["HOLDS", "FAILS", "EQUIVALENT", "CANNOT_TELL", "MEASURED", "ALPHA", "seeds_and_items", "paired_difference",
            "sign_test", "outcomes", "margin", "PAPER_AFFNIST", "DELTA", "compare", "judge", "verdict_table", "shown"]
 
 HOLDS, FAILS, EQUIVALENT, CANNOT_TELL = ("holds", "does not hold", "equivalent within ±δ",
                                          "cannot tell at this budget")
+# no verdict: a claim measured without the test a verdict needs (the claim ledger's label)
+MEASURED = "measured in its chapter"
 ALPHA, POWER = 0.05, 0.8
 
 
