@@ -1,28 +1,19 @@
-"""How a CapsNet training step's time and memory grow with its work: the input size (so the
-number of primary capsules), the routing iterations and the batch size, for the readable
-network and the fast path (``capsedu.speed.fast.accelerate`` in the device's precision).
-Prints one JSON object (chapter 8 plots it and fits the growth law).
+"""How a CapsNet training step's time and memory grow with the input size (so the number of
+primary capsules), the routing iterations and the batch size, for the readable network and the
+fast path (``accelerate``, the device's precision). One JSON object; chapter 8 fits the growth law.
 
-Memory, measured three ways where they exist:
-- ``graph_bytes``: the distinct tensors autograd saves for backward during one forward
-  pass (``bench.saved_tensor_bytes``), the part that grows with the work; any device.
-- ``state_bytes``: weights, gradients and Adam's two moments (4 x the parameters' bytes).
-- ``peak_rss_extra_bytes`` (CPU, Linux): the resident set's high-water mark during one step
-  above the resident set just before it (/proc/self/clear_refs resets the mark). glibc is
-  told to give every block of 64 KiB or more its own mapping, returned on free, so the
-  resident set follows the live tensors instead of glibc's cache (this script only).
-- ``cuda_peak_bytes`` (CUDA): ``torch.cuda.max_memory_allocated`` over one step, the
-  allocator's own count, to check the two estimates above against.
-
-Times are medians of interleaved rounds (readable and fast in turn) after a warm-up call that
-also compiles the fast path's routing. On a CPU the script runs one thread and reports the
-process's CPU seconds per step beside the wall seconds: on a machine shared with other work
-the wall time measures the machine's load as much as the step, the CPU time mostly the step.
-The load average is stored with the result; read the growth and the ratios, not absolute speed.
+Memory, where each exists: ``graph_bytes``, the tensors autograd saves for backward in one forward
+pass (``bench.saved_tensor_bytes``); ``state_bytes``, weights, gradients and Adam's two moments;
+``peak_rss_extra_bytes`` (CPU, Linux), the resident set's high-water mark during one step above its
+level before (/proc/self/clear_refs resets the mark; glibc is told to mmap every block of 64 KiB
+or more, so the resident set follows the live tensors, not glibc's cache); ``cuda_peak_bytes``,
+the CUDA allocator's peak. Times: medians of interleaved rounds after a warm-up call (which
+compiles the fast path). On a CPU one thread runs, and the process's CPU seconds are stored beside
+the wall seconds: on a shared machine the wall time measures the load as much as the step.
 
     python benchmarks/cost_growth.py [--batch 4] [--rounds 3] [--device cpu]
 
---batch: of the input-size and iteration sweeps; --rounds: interleaved timing rounds (median reported).
+--batch: of the input-size and iteration sweeps; --rounds: interleaved timing rounds.
 """
 import ctypes
 import ctypes.util

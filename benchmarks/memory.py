@@ -1,23 +1,17 @@
 """Peak memory of one CapsNet training step: the readable network against the fast path.
 
-For each contender, one warm-up step (Adam's state, any compilation), then one measured
-step (forward, margin + reconstruction loss, backward, fused Adam) from no gradients:
-- ``peak_mb``: the most tensor bytes the step holds at once beyond the weights, Adam's
-  state and the batch (``capsedu.speed.bench.peak_bytes``: on the CPU the running sum of the
-  allocations ``torch.profiler`` records, on CUDA the allocator's peak). It includes the
-  gradients, ``param_mb``, alike for every contender; ``activation_mb`` is the rest.
-- ``votes_and_routing``: the same for the digit capsule layer alone, on unit-length
-  random primary capsules (its input's gradient not counted).
-- ``graph_mb``: the tensors autograd saves for backward in the forward pass
-  (``bench.saved_tensor_bytes``), what stays from the forward until its backward.
-
-The profiler is used on the CPU because torch keeps no peak of CPU tensors, and the
-saved-tensor hooks miss what lives briefly (the votes while routing runs, their gradient).
-Contenders: ``readable`` (capsedu.core), ``fast`` (``accelerate``: votes and routing as one
-function, ``capsedu.speed.routing``), ``fast_onednn_conv`` (the same with oneDNN's primary
-convolution, which keeps no patch matrix: as on CUDA), ``fast_core_routing`` (``accelerate(fuse_votes=False)``:
-core's votes and its compiled routing loop, the fast path before), each in float32 and in
-the device's recommended precision. Prints one JSON object.
+For each contender one warm-up step (Adam's state, any compilation), then one measured step
+(forward, margin + reconstruction loss, backward, fused Adam) from no gradients:
+- ``peak_mb``: the most tensor bytes held at once beyond the weights, Adam's state and the batch
+  (``bench.peak_bytes``: on the CPU the running sum of torch.profiler's allocations, since torch
+  keeps no CPU peak and saved-tensor hooks miss what lives briefly; on CUDA the allocator's peak),
+  the gradients (``param_mb``) included; ``activation_mb`` is the rest;
+- ``graph_mb``: the tensors autograd saves for backward (``bench.saved_tensor_bytes``);
+- ``votes_and_routing``: the same for the digit capsule layer alone, on unit-length random
+  primary capsules (its input's gradient not counted).
+Contenders, in float32 and the device's precision: ``readable``, ``fast`` (``accelerate``),
+``fast_onednn_conv`` (oneDNN's primary convolution, no patch matrix: as on CUDA) and
+``fast_core_routing`` (``accelerate(fuse_votes=False)``: core's votes, compiled routing loop).
 
     python benchmarks/memory.py [--batch 128] [--device cpu]
 """
@@ -62,7 +56,6 @@ def votes_and_routing(make, u, amp, device):
     def forward():
         with autocast(amp, device):
             return layer(leaf)
-
     def step():
         forward().float().square().sum().backward()
     step()

@@ -1,17 +1,11 @@
-"""Where a CapsNet training step spends its time, and how routing scales.
-
-- ``stages``: forward and backward ms of conv1, primary capsules, u_hat, routing,
-  lengths + decoder, and the Adam update, each timed on its own (readable and fast path,
-  whose votes and routing are one stage, and the fast path with core's votes and the
-  compiled routing loop);
+"""Where a CapsNet training step spends its time, and how routing scales. One JSON object:
+- ``stages``: forward and backward ms of each stage, timed on its own (``bench.stage_times``),
+  readable, fast, and fast with core's votes and the compiled routing loop;
 - ``u_hat_read_ms``: one pass over the votes u_hat in the fast path's precision (memory speed);
-- ``routing``: forward ms, backward ms and autograd-graph MB against the number of
-  routing iterations r, for the readable loop, the fused one, and the fused one with
-  gradients stopped through all but the last iteration;
-- ``graph_mb``: memory autograd keeps for backward in one forward pass, naive vs capsedu;
-- ``batch``: images/s of a training step against the batch size.
-
-Prints one JSON object. On a CPU, freed memory is kept (``keep_freed_memory``).
+- ``routing``: forward ms, backward ms and graph bytes against the routing iterations r: the
+  readable loop, the fused one, and the fused one with inner gradients stopped;
+- ``batch_scaling``: images/s of a training step against the batch size.
+On a CPU, freed memory is kept (``keep_freed_memory``).
 
     python benchmarks/stages.py [--batch 32] [--iterations 1,2,3,5,8] [--batches 8,16,32,64] [--device cpu]
 """
@@ -24,7 +18,6 @@ from capsedu.runtime.allocator import keep_freed_memory
 from capsedu.runtime.device import amp_dtype, resolve_amp, resolve_device
 from capsedu.speed import bench
 from capsedu.speed.fast import accelerate, fused_routing
-from capsedu.speed.naive import NaiveCapsNet
 
 ROUTERS = {
     "readable": lambda u, r: dynamic_routing(u, r),
@@ -56,15 +49,12 @@ def main(argv=None):
     read_ms = 1e3 * bench.median_seconds(lambda: u_low.sum(), max(a.repeats, 5), device=device)
     rs = [int(r) for r in a.iterations.split(",")]
     routing = {name: bench.routing_cost(u_hat, rs, router, repeats=a.repeats) for name, router in ROUTERS.items()}
-    graph_mb = {name: bench.saved_tensor_bytes(lambda: net(x, y), exclude=list(net.parameters())) / 2**20
-                for name, net in (("naive", NaiveCapsNet().to(device)), ("readable", readable))}
     batch = []
     for b in (int(s) for s in a.batches.split(",")):
         sec = bench.median_seconds(bench.train_step(readable, *digits(b, device)), a.repeats, device=device)
         batch.append({"batch": b, "seconds_per_step": sec, "images_per_s": b / sec})
     report("stages", argv, device, batch=a.batch, u_hat_mb=u_hat.numel() * u_hat.element_size() / 2**20,
-           u_hat_read_ms={str(u_low.dtype): read_ms}, stages=stages, routing=routing, graph_mb=graph_mb,
-           batch_scaling=batch)
+           u_hat_read_ms={str(u_low.dtype): read_ms}, stages=stages, routing=routing, batch_scaling=batch)
 
 
 if __name__ == "__main__":

@@ -1,16 +1,10 @@
-"""Images/s of one CapsNet training step: the naive tutorial-style network, capsedu's
-readable network, and capsedu's fast path (fused routing, the primary convolution as matrix
-products on the CPU, bf16 where the hardware does it).
-
-Every contender does forward, margin + reconstruction loss, backward and an Adam step on
-the same batch of real digits. They are timed interleaved in one process, so that machine
-load affects all alike, beside what bounds the fast step: the primary-capsule convolution
-alone (its three passes: forward, input and weight gradients; oneDNN's and the fast path's),
-one matrix product of the forward pass's FLOPs, the machine's matrix speed, and the fast step
-with the votes and routing taken out (``fast_no_routing``: what the rest of the step costs,
-the floor that no routing can go below), and the fast step with core's votes and the
-compiled routing loop (``fast_core_routing``: the fast path before
-``capsedu.speed.routing``). Prints one JSON object, with the CPU's model and flags.
+"""Images/s of one CapsNet training step (forward, margin + reconstruction loss, backward,
+Adam, on one batch of real digits): the naive tutorial-style network, capsedu's readable one and
+its fast path, timed interleaved in one process so that machine load affects all alike, beside
+what bounds the fast step: the primary convolution alone (forward, input and weight gradients;
+oneDNN's and the fast path's), one matrix product of its forward FLOPs, the fast step without
+votes and routing (``fast_no_routing``: the floor no routing goes below) and with core's votes
+and the compiled loop (``fast_core_routing``). One JSON object, with the CPU's model and flags.
 
     python benchmarks/train_step.py [--batch 100] [--rounds 5] [--steps 2] [--device cpu]
 

@@ -90,14 +90,10 @@ def estimate_fit_seconds(model, data, epochs: int, batch_size: int = 128, device
                          loss: str = "capsnet", n_train: Optional[int] = None,
                          test_images: Optional[int] = None) -> float:
     """Seconds that ``fit(model, data, epochs=epochs, batch_size=batch_size)`` should take on this device: one
-    training step of a copy of ``model`` timed here (after a warm-up step, which also absorbs any
-    compilation), times the run's steps, plus a test pass per epoch at a third of a step per image.
-
-    The one run-time estimate of the package (the experiments' ``estimate_seconds`` call it).
-    ``loss``: "capsnet" (``model(x, y)`` -> capsules, lengths, reconstructions) or "margin" (``model(x)``
-    -> scores); ``n_train``: the first N training images only; ``test_images``: images tested per
-    epoch (default: all of ``data.x_test``).
-    """
+    training step of a copy of ``model`` timed here (after a warm-up step, which absorbs any compilation),
+    times the run's steps, plus a test pass per epoch at a third of a step per image. ``loss``: "capsnet"
+    (``model(x, y)`` -> capsules, lengths, reconstructions) or "margin" (``model(x)`` -> scores);
+    ``n_train``: the first N training images only; ``test_images``: per epoch (default: all of them)."""
     if loss not in ("capsnet", "margin"):
         raise ValueError(f"loss must be 'capsnet' or 'margin', got {loss!r}")
     device = resolve_device(device)
@@ -132,20 +128,14 @@ def _stages(model, y):
     """The CapsNet forward pass cut into stages: (name, function) pairs, each function
     taking the previous stage's output. Uses the model's own layers."""
     def head(v):
-        lengths = safe_norm(v, dim=-1)
-        rec = model.decoder(v, F.one_hot(y, model.config.num_classes))
-        return lengths, rec
+        return safe_norm(v, dim=-1), model.decoder(v, F.one_hot(y, model.config.num_classes))
     from capsedu.speed.fast import FAST_LAYERS
     r = model.digits.iterations
     digits = ([(f"u_hat = W u + routing (r = {r}), one function", model.digits)]
               if type(model.digits) in FAST_LAYERS.values() else   # the fast path's votes_and_routing
               [("u_hat = W u", model.digits.predictions), (f"routing (r = {r})", model.digits.route)])
-    return [
-        ("conv1 + ReLU", lambda x: F.relu(model.conv1(x))),
-        ("primary capsules", model.primary),
-        *digits,
-        ("lengths + decoder", head),
-    ]
+    return [("conv1 + ReLU", lambda x: F.relu(model.conv1(x))), ("primary capsules", model.primary),
+            *digits, ("lengths + decoder", head)]
 
 
 def backward_seconds(make_loss: Callable[[], torch.Tensor], repeats: int = 3, warmup: int = 1,
@@ -310,8 +300,7 @@ def primary_conv_step(batch: int, device="cpu", amp: str = "off", gemm: bool = F
     layout = torch.channels_last if gemm else torch.contiguous_format
     conv = (GemmConv2d if gemm else torch.nn.Conv2d)(256, 256, 9, 2).to(device, memory_format=layout)
     # Under autocast the step's conv1 already hands over low-precision features: do the same.
-    dtype = amp_dtype(amp)
-    feats = torch.rand(batch, 256, 20, 20, device=device, dtype=dtype).to(memory_format=layout)
+    feats = torch.rand(batch, 256, 20, 20, device=device, dtype=amp_dtype(amp)).to(memory_format=layout)
     feats.requires_grad_()
     grad = torch.randn(batch, 256, 6, 6, device=device)  # a real gradient, not sum()'s broadcast ones
 
