@@ -4,21 +4,18 @@ memory kept, in turn for several rounds (so that machine load affects both alike
 the minor page faults of each. Prints one JSON object.
 
     python benchmarks/allocator.py [--batch 100] [--rounds 5] [--steps 2]
+
+--rounds: rounds of both settings, medians reported; --steps: timed steps per setting and round.
 """
-import argparse
-import json
-import os
 import resource
 import statistics
-import sys
 import time
 
 import torch
+from common import digits, options, report
 
 from capsedu.core.capsnet import CapsNet
-from capsedu.data.mnist import load_dataset
 from capsedu.runtime.allocator import keep_freed_memory, release_freed_memory
-from capsedu.runtime.results import provenance
 from capsedu.speed import bench
 
 SETTINGS = {"glibc default": release_freed_memory, "keep_freed_memory": keep_freed_memory}
@@ -34,17 +31,10 @@ def timed(step, calls):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--batch", type=int, default=100)
-    p.add_argument("--rounds", type=int, default=5, help="rounds of both settings; medians are reported")
-    p.add_argument("--steps", type=int, default=2, help="timed steps per setting and round")
-    a = p.parse_args(argv)
-    load_before = os.getloadavg()
+    a = options(__doc__, batch=100, rounds=5, steps=2).parse_args(argv)
     torch.manual_seed(0)
-    data = load_dataset("mnist", source="sample", device="cpu", verbose=False)
-    step = bench.train_step(CapsNet(), data.x_train[:a.batch], data.y_train[:a.batch])
-    seconds = {name: [] for name in SETTINGS}
-    faults = {name: [] for name in SETTINGS}
+    step = bench.train_step(CapsNet(), *digits(a.batch))
+    seconds, faults = {name: [] for name in SETTINGS}, {name: [] for name in SETTINGS}
     for _ in range(a.rounds):
         for name, apply in SETTINGS.items():
             if not apply():
@@ -54,20 +44,11 @@ def main(argv=None):
             seconds[name].append(s)
             faults[name].append(f)
     release_freed_memory()
-    med = {name: statistics.median(v) for name, v in seconds.items()}
-    result = {
-        "benchmark": "allocator",
-        **provenance("python benchmarks/allocator.py " + " ".join(argv if argv is not None else sys.argv[1:]), "cpu"),
-        "device": "cpu",
-        "batch": a.batch, "rounds": a.rounds, "steps_per_round": a.steps, "amp": "off", "model": "CapsNet (readable)",
-        "images_per_s": {name: a.batch / s for name, s in med.items()},
-        "speedup_keep_vs_default": med["glibc default"] / med["keep_freed_memory"],
-        "minor_faults_per_step": {name: statistics.median(v) for name, v in faults.items()},
-        "seconds_per_step_all_rounds": seconds,
-        "load_average_1min_before_after": [load_before[0], os.getloadavg()[0]],  # other work on the machine
-    }
-    print(json.dumps(result, indent=2))
-    return result
+    med = bench.medians(seconds)
+    return report("allocator", argv, "cpu", batch=a.batch, rounds=a.rounds, steps_per_round=a.steps, amp="off",
+                  model="CapsNet (readable)", images_per_s={name: a.batch / s for name, s in med.items()},
+                  speedup_keep_vs_default=med["glibc default"] / med["keep_freed_memory"],
+                  minor_faults_per_step=bench.medians(faults), seconds_per_step_all_rounds=seconds)
 
 
 if __name__ == "__main__":

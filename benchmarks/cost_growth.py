@@ -1,44 +1,34 @@
-"""How a CapsNet training step's time and memory grow with its work: the input size (so the
-number of primary capsules), the routing iterations and the batch size, for the readable
-network and the fast path (``capsedu.speed.fast.accelerate`` in the device's precision).
-Prints one JSON object (chapter 8 plots it and fits the growth law).
+"""How a CapsNet training step's time and memory grow with the input size (so the number of
+primary capsules), the routing iterations and the batch size, for the readable network and the
+fast path (``accelerate``, the device's precision). One JSON object; chapter 8 fits the growth law.
 
-Memory, measured three ways where they exist:
-- ``graph_bytes``: the distinct tensors autograd saves for backward during one forward
-  pass (``bench.saved_tensor_bytes``), the part that grows with the work; any device.
-- ``state_bytes``: weights, gradients and Adam's two moments (4 x the parameters' bytes).
-- ``peak_rss_extra_bytes`` (CPU, Linux): the resident set's high-water mark during one step
-  above the resident set just before it (/proc/self/clear_refs resets the mark). glibc is
-  told to give every block of 64 KiB or more its own mapping, returned on free, so the
-  resident set follows the live tensors instead of glibc's cache (this script only).
-- ``cuda_peak_bytes`` (CUDA): ``torch.cuda.max_memory_allocated`` over one step, the
-  allocator's own count, to check the two estimates above against.
-
-Times are medians of interleaved rounds (readable and fast in turn) after a warm-up call that
-also compiles the fast path's routing. On a CPU the script runs one thread and reports the
-process's CPU seconds per step beside the wall seconds: on a machine shared with other work
-the wall time measures the machine's load as much as the step, the CPU time mostly the step.
-The load average is stored with the result; read the growth and the ratios, not absolute speed.
+Memory, where each exists: ``graph_bytes``, the tensors autograd saves for backward in one forward
+pass (``bench.saved_tensor_bytes``); ``state_bytes``, weights, gradients and Adam's two moments;
+``peak_rss_extra_bytes`` (CPU, Linux), the resident set's high-water mark during one step above its
+level before (/proc/self/clear_refs resets the mark; glibc is told to mmap every block of 64 KiB
+or more, so the resident set follows the live tensors, not glibc's cache); ``cuda_peak_bytes``,
+the CUDA allocator's peak. Times: medians of interleaved rounds after a warm-up call (which
+compiles the fast path). On a CPU one thread runs, and the process's CPU seconds are stored beside
+the wall seconds: on a shared machine the wall time measures the load as much as the step.
 
     python benchmarks/cost_growth.py [--batch 4] [--rounds 3] [--device cpu]
+
+--batch: of the input-size and iteration sweeps; --rounds: interleaved timing rounds.
 """
-import argparse
 import ctypes
 import ctypes.util
-import json
-import os
 import statistics
 import sys
 import time
 
 import torch
 import torch.nn.functional as F
+from common import options, report
 
 from capsedu.core.capsnet import CapsNet
 from capsedu.core.losses import margin_loss, reconstruction_loss
 from capsedu.data.mnist import load_dataset
 from capsedu.runtime.device import autocast, resolve_amp, resolve_device
-from capsedu.runtime.results import provenance
 from capsedu.speed import bench
 from capsedu.speed.fast import accelerate
 
@@ -53,12 +43,16 @@ def _status_kib(field: str) -> int:
         return next(int(line.split()[1]) for line in f if line.startswith(field + ":"))
 
 
+def _reset_high_water_mark():
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # VmHWM := the current resident set
+
+
 def rss_tracking() -> bool:
     """Every block of 64 KiB or more mmapped (freed back at once), and a resettable high-water mark."""
     try:
         mallopt = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
+        _reset_high_water_mark()
         return mallopt(_M_MMAP_THRESHOLD, 64 * 1024) == 1
     except (OSError, AttributeError):
         return False
@@ -67,38 +61,34 @@ def rss_tracking() -> bool:
 def peak_rss_extra(step) -> int:
     """Bytes the resident set rose above its level before ``step()``, at its highest during it."""
     before = _status_kib("VmRSS")
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")  # resets VmHWM to the current resident set
+    _reset_high_water_mark()
     step()
     return 1024 * (_status_kib("VmHWM") - before)
 
 
 def images(digits, size, batch):
     """``batch`` real digits, centred on a size x size canvas (the model's input grows, the digit not)."""
-    x = digits[:batch]
-    pad = size - x.shape[-1]
-    return F.pad(x, (pad // 2, pad - pad // 2, pad // 2, pad - pad // 2))
+    pad = size - digits.shape[-1]
+    return F.pad(digits[:batch], (pad // 2, pad - pad // 2, pad // 2, pad - pad // 2))
 
 
 def measure(size, iterations, batch, digits, labels, amp, rounds, device, rss):
     """One configuration: the readable and the fast step timed in turn, and each one's memory."""
     x, y = images(digits, size, batch), labels[:batch]
-    models = {"readable": CapsNet(image_size=size, iterations=iterations).to(device)}
-    models["fast"] = accelerate(CapsNet(image_size=size, iterations=iterations).to(device))
+    models = {"readable": CapsNet(image_size=size, iterations=iterations).to(device),
+              "fast": accelerate(CapsNet(image_size=size, iterations=iterations).to(device))}
     amps = {"readable": "off", "fast": amp}
     steps = {k: bench.train_step(m, x, y, amp=amps[k]) for k, m in models.items()}
-    t0 = time.perf_counter()
     wall, cpu = {k: [] for k in steps}, {k: [] for k in steps}
     for step in steps.values():
         step()  # warm-up; the fast path compiles here
     for _ in range(rounds):
         for k, step in steps.items():
-            c0, w0 = time.process_time(), time.perf_counter()
-            bench.median_seconds(step, repeats=1, warmup=0, device=device)  # synchronised on CUDA
+            c0 = time.process_time()
+            wall[k].append(bench.median_seconds(step, repeats=1, warmup=0, device=device))  # synchronised
             cpu[k].append(time.process_time() - c0)
-            wall[k].append(time.perf_counter() - w0)
     row = {"image_px": size, "primary_capsules": models["readable"].config.num_primary,
-           "iterations": iterations, "batch": batch, "seconds_measuring": round(time.perf_counter() - t0, 1)}
+           "iterations": iterations, "batch": batch}
     for k, m in models.items():
         def forward(m=m, k=k):
             with autocast(amps[k], device):
@@ -119,11 +109,7 @@ def measure(size, iterations, batch, digits, labels, amp, rounds, device, rss):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--batch", type=int, default=4, help="batch of the input-size and iteration sweeps")
-    p.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds; the median is reported")
-    p.add_argument("--device", default="cpu")
-    a = p.parse_args(argv)
+    a = options(__doc__, batch=4, rounds=3, device="cpu").parse_args(argv)
     device = resolve_device(a.device)
     amp = resolve_amp("auto", device)
     rss = device.type == "cpu" and rss_tracking()
@@ -131,24 +117,13 @@ def main(argv=None):
         torch.set_num_threads(1)  # CPU seconds then count one thread's work, not OpenMP's spinning
     torch.manual_seed(0)
     data = load_dataset("mnist", source="sample", device=device, verbose=False)
-    digits, labels = data.x_train[:max(BATCHES + (a.batch,))], data.y_train[:max(BATCHES + (a.batch,))]
-    load_before = os.getloadavg()
     t0 = time.perf_counter()
-    sweeps = {"image_px": [measure(s, 3, a.batch, digits, labels, amp, a.rounds, device, rss) for s in SIZES],
-              "iterations": [measure(28, r, a.batch, digits, labels, amp, a.rounds, device, rss) for r in ITERATIONS],
-              "batch": [measure(28, 3, b, digits, labels, amp, a.rounds, device, rss) for b in BATCHES]}
-    result = {
-        "benchmark": "cost_growth",
-        **provenance("python benchmarks/cost_growth.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-                     str(device)),
-        "device": str(device), "amp_of_fast_path": amp, "rounds": a.rounds,
-        "load_average_before_after": [load_before, os.getloadavg()],
-        "memory_methods": ["graph_bytes", "state_bytes"] + (["peak_rss_extra_bytes"] if rss else [])
-                          + (["cuda_peak_bytes"] if device.type == "cuda" else []),
-        "seconds_total": round(time.perf_counter() - t0, 1),
-        "sweeps": sweeps,
-    }
-    print(json.dumps(result, indent=2))
+    run = lambda size, r, batch: measure(size, r, batch, data.x_train, data.y_train, amp, a.rounds, device, rss)
+    sweeps = {"image_px": [run(s, 3, a.batch) for s in SIZES],
+              "iterations": [run(28, r, a.batch) for r in ITERATIONS],
+              "batch": [run(28, 3, b) for b in BATCHES]}
+    return report("cost_growth", argv, device, amp_of_fast_path=amp, rounds=a.rounds,
+                  seconds_total=round(time.perf_counter() - t0, 1), sweeps=sweeps)
 
 
 if __name__ == "__main__":

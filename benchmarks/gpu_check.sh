@@ -1,24 +1,15 @@
 #!/usr/bin/env bash
-# The GPU measurements, as one prepared script. Run from the repository root with capsedu
-# installed and a CUDA GPU visible:
+# The GPU measurements, as one prepared script (benchmarks/README.md lists what each part measures):
 #
 #     bash benchmarks/gpu_check.sh [--dry-run] [--part chapters|speed|all] [output folder]
 #
-# chapters: every chapter executed in gpu mode (benchmarks/chapters.py): wall time, the lines
-#           it prints about accuracy and data, errors.
-# speed:    train_step.py, stages.py, memory.py (a step's peak memory, readable vs fast path)
-#           and cost_growth.py (time and memory against input size,
-#           routing iterations and batch; on CUDA with the allocator's peak); 60,000-image epochs (benchmarks/epoch.py) in float32,
-#           bf16, bf16 + fused routing (--fast) and bf16 + torch.compile where the GPU has
-#           native bf16, and fp16 + GradScaler forced (plain and --fast), a T4's precision,
-#           standing in for a T4 on this GPU.
-# Everything goes into ONE file, <folder>/gpu_check-<device>-<date>.json (default folder
-# benchmarks/results); running one part again replaces that part and keeps the others.
-# A GPU machine without internet cannot download MNIST: the chapters then fall back to the
-# embedded sample (they say so; the lines are kept in the JSON), and the epochs use a
-# 60,000-image replica of the sample's training digits; "data" in the JSON records which.
-# --dry-run: the same steps on the CPU with tiny sizes and the first chapter only in smoke
-# mode, to check the script where no GPU is (default folder: a temporary one).
+# chapters: every chapter in gpu mode (chapters.py); speed: train_step.py, stages.py, memory.py,
+# cost_growth.py and 60,000-image epochs (epoch.py) in float32, bf16, bf16 + --fast and bf16 +
+# --compile where the GPU has native bf16, and fp16 + GradScaler (plain and --fast): a T4's precision.
+# Everything goes into ONE file, <folder>/gpu_check-<device>-<date>.json (default benchmarks/results);
+# running one part again replaces that part and keeps the others. Without internet the chapters fall
+# back to the embedded sample and the epochs use a 60,000-image replica of it ("data" says which).
+# --dry-run: the same steps on the CPU, tiny, the first chapter only in smoke mode (a temporary folder).
 # Estimated time on an H200 or A100: chapters 5-10 min, speed about 5 min.
 set -euo pipefail
 args="$*"
@@ -84,25 +75,20 @@ fi
 
 python - "$parts" "$result" "$device" "$args" "$source" <<'EOF'
 import json, sys
-from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
+from capsedu.runtime.results import provenance
 
-from capsedu.runtime.device import hardware
-
-parts, result, device, args, source = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
-old = json.loads(result.read_text()) if result.exists() else {}
-merged = dict(old.get("parts", {}))
+parts, result, device, args, source = Path(sys.argv[1]), Path(sys.argv[2]), *sys.argv[3:]
+merged = json.loads(result.read_text())["parts"] if result.exists() else {}
 merged.update({p.stem: json.loads(p.read_text()) for p in sorted(parts.glob("*.json"))})
 said = sorted({line for c in merged.get("chapters", {}).get("chapters", []) for line in c["printed"]
                if line.startswith("capsedu data")})
 data = {"epochs": "full MNIST" if source == "full" else "60,000-image replica of the sample (no MNIST download)",
         "chapters said": said}
-out = {"benchmark": "gpu_check", "command": f"bash benchmarks/gpu_check.sh {args}".strip(),
-       "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "device": device,
-       "hardware": hardware(device), "torch": torch.__version__,
-       "cuda": torch.version.cuda, "data": data, "parts": merged}
+out = {"benchmark": "gpu_check", **provenance(f"bash benchmarks/gpu_check.sh {args}".strip(), device),
+       "device": device, "cuda": torch.version.cuda, "data": data, "parts": merged}
 result.write_text(json.dumps(out, indent=2) + "\n")
 print(f"gpu_check: wrote {result} ({', '.join(merged)})", file=sys.stderr)
 EOF

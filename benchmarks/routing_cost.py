@@ -1,44 +1,39 @@
 """The routing step's cost alone, for each of chapter 10's methods, measured on a quiet machine.
 
-The stored comparison (``results/compare_routing.json``) times each network's routing once, right
-after its training, while other trainings shared the machine: its per-seed costs mix the step with
-the load. This script times the same step (``compare_routing.run.routing_cost``: forward, and
-forward + backward, on one batch of the comparison's size, its inputs detached, one CPU thread)
-in interleaved rounds, the methods in a rotated order each round, so that load drifting over the
-run falls on every method alike and the rounds pair up. Chapter 10 compares two methods round by
-round (the mean difference and its 95% interval, ``stats.paired_difference``).
-
-Fresh networks are timed, not the trained ones: the step's work depends on the shapes (capsules,
-iterations), not on the weights. The load average before and after is stored with the result.
-
-The networks do not route the same work (dynamic routing's has 64 input capsules, Efficient-CapsNet
-16), so "equal_work" also times the two routings on one random u_hat of each of those sizes, in
-interleaved rounds: chapter 10's verdict on the cost compares them there.
+The stored comparison (``results/compare_routing``) times each network's routing once, right after
+its training, while other trainings shared the machine. This script times the same step
+(``compare_routing.run.routing_cost``: forward, and forward + backward, on one batch of the
+comparison's size, one CPU thread) on fresh networks (the work depends on the shapes, not the
+weights), in interleaved rounds with the methods' order rotated, so that load drifting over the
+run falls on every method alike and the rounds pair up: chapter 10 compares two methods round by
+round. The networks do not route the same work (dynamic routing's has 64 input capsules,
+Efficient-CapsNet 16), so "equal_work" also times the two routings on one random u_hat of each
+of those sizes: chapter 10's verdict on the cost compares them there.
 
     python benchmarks/routing_cost.py [--rounds 20] [--repeats 3] [--batch 32] [--device cpu]
+
+--rounds: at least 2 (an interval needs two); --repeats: timings inside one round, the fastest
+counts; --batch: the comparison's; --methods: default all of ``capsedu.methods.catalogue.METHODS``.
 """
-import argparse
-import json
-import os
 import sys
 import time
 
 import torch
+from common import options, report
 
 from capsedu.core.params import count_parameters
+from capsedu.core.routing import dynamic_routing
 from capsedu.data.mnist import load_dataset
 from capsedu.experiments.compare_routing.run import PRESETS, make_model, routing_cost
+from capsedu.methods.attention import self_attention_routing
 from capsedu.methods.catalogue import METHODS
 from capsedu.runtime.device import resolve_device
-from capsedu.core.routing import dynamic_routing
-from capsedu.methods.attention import self_attention_routing
-from capsedu.runtime.results import provenance
 from capsedu.speed.bench import interleaved
 
 FIELDS = ("routing_fwd_ms", "routing_fwd_bwd_ms")
 
 
-def measure(methods, x, rounds, repeats, device, progress=True):
+def measure(methods, x, rounds, repeats, device):
     """{method: {"params", "routing_fwd_ms": [one per round], "routing_fwd_bwd_ms": [...]}}, each
     step timed on the batch of images ``x``."""
     models = {}
@@ -52,9 +47,8 @@ def measure(methods, x, rounds, repeats, device, progress=True):
             cost = routing_cost(name, models[name], x, repeats)
             for f in FIELDS:
                 out[name][f].append(cost[f])
-        if progress:
-            print(f"round {r + 1}/{rounds}: " + ", ".join(f"{n} {out[n]['routing_fwd_bwd_ms'][-1]:.2f} ms"
-                                                          for n in methods), file=sys.stderr, flush=True)
+        print(f"round {r + 1}/{rounds}: " + ", ".join(f"{n} {out[n]['routing_fwd_bwd_ms'][-1]:.2f} ms"
+                                                      for n in methods), file=sys.stderr, flush=True)
     return out
 
 
@@ -82,33 +76,19 @@ def equal_work(x, rounds, repeats, device):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--rounds", type=int, default=20, help="interleaved rounds; chapter 10 pairs them")
-    p.add_argument("--repeats", type=int, default=3, help="timing repeats inside one round (the fastest counts)")
-    p.add_argument("--batch", type=int, default=PRESETS["long"].batch_size, help="images (the comparison's batch)")
+    p = options(__doc__, rounds=20, repeats=3, batch=PRESETS["long"].batch_size, device="cpu")
     p.add_argument("--methods", nargs="+", choices=tuple(METHODS), default=list(METHODS))
-    p.add_argument("--device", default="cpu")
     a = p.parse_args(argv)
     if a.rounds < 2 or a.repeats < 1 or a.batch < 1:
         p.error("--rounds must be at least 2 (an interval needs two), --repeats and --batch at least 1")
     device = resolve_device(a.device)
-    load_before = os.getloadavg()
     t0 = time.perf_counter()
     x = load_dataset("mnist", source="sample", device=device, verbose=False).x_test[:a.batch]
     methods = measure(list(a.methods), x, a.rounds, a.repeats, device)
     equal = equal_work(x, a.rounds, a.repeats, device)
-    result = {
-        "benchmark": "routing_cost",
-        **provenance("python benchmarks/routing_cost.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-                     str(device)),
-        "device": str(device), "batch": a.batch, "rounds": a.rounds, "repeats": a.repeats,
-        "threads_timed": 1 if device.type == "cpu" else None,
-        "load_average_before_after": [load_before, os.getloadavg()],
-        "seconds_total": round(time.perf_counter() - t0, 1),
-        "methods": methods,
-        "equal_work": equal,
-    }
-    print(json.dumps(result, indent=2))
+    return report("routing_cost", argv, device, batch=a.batch, rounds=a.rounds, repeats=a.repeats,
+                  threads_timed=1 if device.type == "cpu" else None,
+                  seconds_total=round(time.perf_counter() - t0, 1), methods=methods, equal_work=equal)
 
 
 if __name__ == "__main__":

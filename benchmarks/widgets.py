@@ -6,52 +6,39 @@ not measured: the comm message to the browser and the browser's decoding of the 
 
 Prints one JSON object. Example:
 
-    python benchmarks/widgets.py --repeats 20
+    python benchmarks/widgets.py --repeats 20     # updates per control
 """
-import argparse
-import json
 import statistics
-import sys
 import time
 
 import matplotlib
+from common import options, report
 
-from capsedu.data.mnist import load_dataset  # noqa: E402
+from capsedu.data.mnist import load_dataset
 from capsedu.figures.frames import PAPER_DELTAS
-from capsedu.figures.widgets import (  # noqa: E402
-    perturbation_explorer,
-    routing_explorer,
-    squash_explorer,
-)
-from capsedu.runtime.results import provenance  # noqa: E402
-from capsedu.training.pretrained import load_capsnet  # noqa: E402
+from capsedu.figures.widgets import perturbation_explorer, routing_explorer, squash_explorer
+from capsedu.training.pretrained import load_capsnet
 
 LIMIT_MS = 100.0
 
 
 def timed(events, repeats, setup=None):
-    """Run each zero-argument callable in ``events`` cyclically (``setup()`` first, untimed); ms per call."""
+    """Median, 90th percentile and most ms of ``repeats`` updates, cycling through ``events``
+    (zero-argument callables; ``setup()`` before each, untimed)."""
     times = []
     for n in range(repeats):
-        event = events[n % len(events)]
         if setup is not None:
             setup()
         t0 = time.perf_counter()
-        event()
+        events[n % len(events)]()
         times.append(1e3 * (time.perf_counter() - t0))
-    return times
-
-
-def summary(times):
-    times = sorted(times)
-    return {"updates": len(times), "median_ms": round(statistics.median(times), 1),
-            "p90_ms": round(times[int(0.9 * (len(times) - 1))], 1), "max_ms": round(times[-1], 1)}
+    times.sort()
+    return {"updates": repeats, "median_ms": round(statistics.median(times), 1),
+            "p90_ms": round(times[int(0.9 * (repeats - 1))], 1), "max_ms": round(times[-1], 1)}
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--repeats", type=int, default=20, help="updates per control")
-    a = p.parse_args(argv)
+    a = options(__doc__, repeats=20).parse_args(argv)
     model = load_capsnet()
     images = load_dataset("mnist", source="sample", verbose=False).x_test[:10]
 
@@ -72,20 +59,15 @@ def main(argv=None):
                                            for d in (0, 5, 11) for v in PAPER_DELTAS],
         "perturbation: reset button": [w.reset.click],
         "perturbation: digit picker": [lambda i=i: setattr(w.digit, "value", i) for i in (1, 2, 3, 4, 5, 0)],
-        "perturbation: range option": [lambda o=o: setattr(w.span, "value", o) for o in ("±0.5", "±1", "±0.25 (paper)")],
+        "perturbation: range option": [lambda o=o: setattr(w.span, "value", o) for o in reversed(w.RANGES)],
     }
     results = {}
     for name, events in controls.items():
         setup = (lambda: setattr(w.sliders[3], "value", 0.1)) if name == "perturbation: reset button" else None
-        results[name] = summary(timed(events, max(a.repeats, len(events)), setup))
+        results[name] = timed(events, max(a.repeats, len(events)), setup)
     worst = max(v["median_ms"] for v in results.values())
-    print(json.dumps({
-        "benchmark": "widgets",
-        **provenance("python benchmarks/widgets.py " + " ".join(argv if argv is not None else sys.argv[1:]), "cpu"),
-        "matplotlib": matplotlib.__version__,
-        "limit_ms": LIMIT_MS, "all_medians_under_limit": worst < LIMIT_MS, "worst_median_ms": worst,
-        "updates": results,
-    }, indent=2))
+    report("widgets", argv, "cpu", matplotlib=matplotlib.__version__, limit_ms=LIMIT_MS,
+           all_medians_under_limit=worst < LIMIT_MS, worst_median_ms=worst, updates=results)
 
 
 if __name__ == "__main__":

@@ -7,8 +7,12 @@ Timings are medians of several calls after a warm-up call, synchronised on CUDA.
 from __future__ import annotations
 
 import contextlib
+import copy
 import itertools
+import math
+import os
 import statistics
+import sys
 import time
 from typing import Callable, Dict, List, Optional, Sequence
 
@@ -17,17 +21,23 @@ import torch.nn.functional as F
 
 from capsedu.core.losses import margin_loss, reconstruction_loss
 from capsedu.core.squashing import safe_norm
-from capsedu.runtime.device import adam, amp_dtype, autocast
+from capsedu.runtime.device import adam, amp_dtype, autocast, resolve_amp, resolve_device
 
-__all__ = ["estimate_fit_seconds", "about", "median_seconds",
-           "interleaved", "medians", "train_step", "backward_seconds", "stage_times", "profile_table",
-           "saved_tensor_bytes", "routing_cost", "flop_count", "primary_conv_step", "matmul_like_conv",
-           "cpu_flags"]
+__all__ = ["estimate_fit_seconds", "about", "median_seconds", "interleaved", "medians", "train_step",
+           "backward_seconds", "stage_times", "profile_table", "saved_tensor_bytes", "peak_bytes",
+           "routing_cost", "flop_count", "primary_conv_step"]
 
 
-def _sync(device) -> None:
-    if torch.device(device).type == "cuda":
+def _seconds(fn: Callable[[], object], device) -> float:
+    """Wall time of one call of ``fn()``, synchronised on CUDA."""
+    cuda = torch.device(device).type == "cuda"
+    if cuda:
         torch.cuda.synchronize(device)
+    t = time.perf_counter()
+    fn()
+    if cuda:
+        torch.cuda.synchronize(device)
+    return time.perf_counter() - t
 
 
 def median_seconds(fn: Callable[[], object], repeats: int = 3, warmup: int = 1, device="cpu") -> float:
@@ -36,14 +46,7 @@ def median_seconds(fn: Callable[[], object], repeats: int = 3, warmup: int = 1, 
         raise ValueError(f"need repeats >= 1 and warmup >= 0, got {repeats}, {warmup}")
     for _ in range(warmup):
         fn()
-    times = []
-    for _ in range(repeats):
-        _sync(device)
-        t = time.perf_counter()
-        fn()
-        _sync(device)
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+    return statistics.median(_seconds(fn, device) for _ in range(repeats))
 
 
 def interleaved(fns: Dict[str, Callable], rounds: int = 3, calls: int = 1, device="cpu") -> Dict[str, List[float]]:
@@ -87,18 +90,10 @@ def estimate_fit_seconds(model, data, epochs: int, batch_size: int = 128, device
                          loss: str = "capsnet", n_train: Optional[int] = None,
                          test_images: Optional[int] = None) -> float:
     """Seconds that ``fit(model, data, epochs=epochs, batch_size=batch_size)`` should take on this device: one
-    training step of a copy of ``model`` timed here (after a warm-up step, which also absorbs any
-    compilation), times the run's steps, plus a test pass per epoch at a third of a step per image.
-
-    The one run-time estimate of the package (the experiments' ``estimate_seconds`` call it).
-    ``loss``: "capsnet" (``model(x, y)`` -> capsules, lengths, reconstructions) or "margin" (``model(x)``
-    -> scores); ``n_train``: the first N training images only; ``test_images``: images tested per
-    epoch (default: all of ``data.x_test``).
-    """
-    import copy
-    import math
-
-    from capsedu.runtime.device import resolve_amp, resolve_device
+    training step of a copy of ``model`` timed here (after a warm-up step, which absorbs any compilation),
+    times the run's steps, plus a test pass per epoch at a third of a step per image. ``loss``: "capsnet"
+    (``model(x, y)`` -> capsules, lengths, reconstructions) or "margin" (``model(x)`` -> scores);
+    ``n_train``: the first N training images only; ``test_images``: per epoch (default: all of them)."""
     if loss not in ("capsnet", "margin"):
         raise ValueError(f"loss must be 'capsnet' or 'margin', got {loss!r}")
     device = resolve_device(device)
@@ -133,35 +128,21 @@ def _stages(model, y):
     """The CapsNet forward pass cut into stages: (name, function) pairs, each function
     taking the previous stage's output. Uses the model's own layers."""
     def head(v):
-        lengths = safe_norm(v, dim=-1)
-        rec = model.decoder(v, F.one_hot(y, model.config.num_classes))
-        return lengths, rec
+        return safe_norm(v, dim=-1), model.decoder(v, F.one_hot(y, model.config.num_classes))
     from capsedu.speed.fast import FAST_LAYERS
     r = model.digits.iterations
     digits = ([(f"u_hat = W u + routing (r = {r}), one function", model.digits)]
               if type(model.digits) in FAST_LAYERS.values() else   # the fast path's votes_and_routing
               [("u_hat = W u", model.digits.predictions), (f"routing (r = {r})", model.digits.route)])
-    return [
-        ("conv1 + ReLU", lambda x: F.relu(model.conv1(x))),
-        ("primary capsules", model.primary),
-        *digits,
-        ("lengths + decoder", head),
-    ]
+    return [("conv1 + ReLU", lambda x: F.relu(model.conv1(x))), ("primary capsules", model.primary),
+            *digits, ("lengths + decoder", head)]
 
 
 def backward_seconds(make_loss: Callable[[], torch.Tensor], repeats: int = 3, warmup: int = 1,
                      device="cpu") -> float:
     """Median wall time of ``make_loss().backward()``, timing the backward pass only."""
-    times = []
-    for k in range(warmup + repeats):
-        loss = make_loss()
-        _sync(device)
-        t = time.perf_counter()
-        loss.backward()
-        _sync(device)
-        if k >= warmup:
-            times.append(time.perf_counter() - t)
-    return statistics.median(times)
+    times = [_seconds(make_loss().backward, device) for _ in range(warmup + repeats)]
+    return statistics.median(times[warmup:])
 
 
 def stage_times(model, x, y, amp: str = "off", repeats: int = 3) -> List[Dict]:
@@ -204,21 +185,19 @@ def stage_times(model, x, y, amp: str = "off", repeats: int = 3) -> List[Dict]:
 def _quiet_stderr():
     """Silence C-level stderr: the profiler's tracing library logs start/stop lines (and,
     without a GPU, a GPU-count error) straight to file descriptor 2."""
-    import os
-    import sys
     try:
         sys.stderr.flush()
-        saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+        saved = os.dup(2)
     except (OSError, ValueError):  # no real fd 2: nothing to silence
         yield
         return
-    os.dup2(devnull, 2)
+    with open(os.devnull, "wb") as devnull:
+        os.dup2(devnull.fileno(), 2)
     try:
         yield
     finally:
         os.dup2(saved, 2)
         os.close(saved)
-        os.close(devnull)
 
 
 def profile_table(step: Callable[[], None], device="cpu", rows: int = 12):
@@ -321,8 +300,7 @@ def primary_conv_step(batch: int, device="cpu", amp: str = "off", gemm: bool = F
     layout = torch.channels_last if gemm else torch.contiguous_format
     conv = (GemmConv2d if gemm else torch.nn.Conv2d)(256, 256, 9, 2).to(device, memory_format=layout)
     # Under autocast the step's conv1 already hands over low-precision features: do the same.
-    dtype = amp_dtype(amp)
-    feats = torch.rand(batch, 256, 20, 20, device=device, dtype=dtype).to(memory_format=layout)
+    feats = torch.rand(batch, 256, 20, 20, device=device, dtype=amp_dtype(amp)).to(memory_format=layout)
     feats.requires_grad_()
     grad = torch.randn(batch, 256, 6, 6, device=device)  # a real gradient, not sum()'s broadcast ones
 
@@ -331,19 +309,3 @@ def primary_conv_step(batch: int, device="cpu", amp: str = "off", gemm: bool = F
             out = conv(feats)
         out.backward(grad.to(out.dtype))
     return run
-
-
-def matmul_like_conv(batch: int, device="cpu", dtype=torch.bfloat16) -> Callable[[], None]:
-    """One matrix product with the FLOPs of the primary convolution's forward pass,
-    (batch*36 x 20,736) @ (20,736 x 256): the speed this machine multiplies matrices at."""
-    a = torch.randn(batch * 36, 256 * 81, device=device, dtype=dtype)
-    b = torch.randn(256 * 81, 256, device=device, dtype=dtype)
-    return lambda: a @ b
-
-
-def cpu_flags() -> Dict[str, object]:
-    """The CPU's model name and its matrix and vector extensions (Linux's /proc/cpuinfo)."""
-    from capsedu.runtime.device import cpuinfo
-    wanted = ("amx", "avx512_bf16", "avx512_fp16", "avx512f", "avx512_vnni", "avx2", "fma")
-    return {"model": cpuinfo("model name"),
-            "flags": sorted(f for f in (cpuinfo("flags") or "").split() if f.startswith(wanted))}
