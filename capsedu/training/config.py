@@ -29,7 +29,7 @@ class TrainConfig:
     lr: float = _run(1e-3, "Adam learning rate", 0, 3.4e38, low_open=True)  # float32's range (a test diverges)
     lr_decay: float = _run(0.96, "lr factor every decay_steps", 0, 1, low_open=True)
     decay_steps: int = _run(2000, "steps between decays (step)")
-    lr_schedule: str = _run("step", "step (official code's) or cosine", choices=LR_SCHEDULES)
+    lr_schedule: str = _run("step", "step (official code), constant, cosine", choices=LR_SCHEDULES)
     seed: int = _run(0, "weights, shuffling and shifts", 0, MAX_SEED)
     shift: int = _run(2, "random shift augmentation, pixels", 0, 14)
     loss: str = _run("capsnet", choices=LOSSES)  # capsnet: model(x, labels) -> (capsules, lengths, recon)
