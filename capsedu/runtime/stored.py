@@ -142,8 +142,6 @@ def write_stored(data: Dict, path) -> Dict:
 
 def differences(old, new) -> str:
     """The settings that differ between two stored runs, one phrase."""
-    if not isinstance(old, dict):
-        return "it has no settings"
     keys = [k for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
     return "; ".join(f"{k}: {old.get(k)!r} there, {new.get(k)!r} here" for k in keys)
 
