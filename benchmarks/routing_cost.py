@@ -27,7 +27,7 @@ from capsedu.data.mnist import load_dataset
 from capsedu.experiments.compare_routing.run import PRESETS, make_model, routing_cost
 from capsedu.methods.attention import self_attention_routing
 from capsedu.methods.catalogue import METHODS
-from capsedu.runtime.device import resolve_device
+from capsedu.runtime.device import one_thread, resolve_device
 from capsedu.speed.bench import interleaved
 
 FIELDS = ("routing_fwd_ms", "routing_fwd_bwd_ms")
@@ -60,18 +60,14 @@ def equal_work(x, rounds, repeats, device):
     with torch.no_grad():
         sizes = {"dynamic": make_model("dynamic").features(x[:1]).flatten(2).shape[-1],
                  "attention": make_model("attention").primary_capsules(x[:1]).shape[1]}
-    threads, out = torch.get_num_threads(), {}
-    if device.type == "cpu":
-        torch.set_num_threads(1)
-    try:
+    out = {}
+    with one_thread(device):
         for n in sorted(set(sizes.values())):
             u = torch.randn(len(x), n, 10, 16, device=device, requires_grad=True)
             steps = {"dynamic": lambda: dynamic_routing(u, 3).sum().backward(),
                      "attention": lambda: self_attention_routing(u).sum().backward()}
             times = interleaved(steps, rounds=rounds, calls=repeats, device=device)
             out[str(n)] = {name: [1e3 * t for t in ts] for name, ts in times.items()}
-    finally:
-        torch.set_num_threads(threads)
     return {"input_capsules": sizes, "ms": out}
 
 

@@ -17,10 +17,10 @@ import numpy as np
 import torch
 from matplotlib.colors import LogNorm
 
-from capsedu.figures.frames import one_thread
 from capsedu.figures.plots import FramePlot
 from capsedu.figures.static import Control, Twin, plot_twin
 from capsedu.methods.catalogue import ROUTING_METHODS
+from capsedu.runtime.device import one_thread
 
 __all__ = ["SHOWN", "ROWS", "coupling_maps", "CouplingPlot", "coupling_explorer", "coupling_twin"]
 

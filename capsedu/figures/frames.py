@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import operator
-from contextlib import contextmanager
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
@@ -17,7 +16,7 @@ from capsedu.core.checks import check_finite
 from capsedu.core.routing import dynamic_routing
 from capsedu.core.squashing import NORM_COMPRESSIONS, compress, safe_norm, squash
 
-__all__ = ["SQUASH_VARIANTS", "PAPER_DELTAS", "one_thread", "squash_curves", "toy_predictions",
+__all__ = ["SQUASH_VARIANTS", "PAPER_DELTAS", "squash_curves", "toy_predictions",
            "capsnet_predictions", "routing_frames", "perturb", "perturbation_grid", "check_capsnet",
            "capsnet_images", "check_deltas"]
 SQUASH_VARIANTS = tuple(NORM_COMPRESSIONS)          # paper, su, tanh, exp, rational
@@ -27,18 +26,6 @@ PAPER_DELTAS = tuple(round(-0.25 + 0.05 * t, 2) for t in range(11))   # -0.25, -
 
 
 # ---------------------------------------------------------------- pure computations
-@contextmanager
-def one_thread():
-    """Run torch on one thread: the widgets' tensors are tiny, and on a busy 2-core machine the
-    thread pool's hand-offs cost 100x the arithmetic (180 ms instead of 1 ms for one routing)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
-
 def squash_curves(k: float = 1.0, names: Sequence[str] = SQUASH_VARIANTS, max_length: float = 4.0,
                   points: int = 161, example: Optional[float] = None) -> Dict[str, np.ndarray]:
     """Output length against input length for ``squash(., k)`` and the named variants.

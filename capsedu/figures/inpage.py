@@ -22,8 +22,9 @@ import numpy as np
 import torch
 
 from capsedu.core.squashing import safe_norm
-from capsedu.figures.frames import capsnet_images, check_capsnet, one_thread
+from capsedu.figures.frames import capsnet_images, check_capsnet
 from capsedu.figures.static import HtmlBlock, fill
+from capsedu.runtime.device import one_thread
 
 __all__ = ["weight_files", "write_weight_files", "read_weights", "int8_error", "inpage_panel", "InPagePanel",
            "describe_sizes", "DECODER_FILE", "ENCODER_FILE", "SCRIPT"]

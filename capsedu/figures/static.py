@@ -31,12 +31,12 @@ from capsedu.figures.frames import (
     capsnet_images,
     capsnet_predictions,
     check_deltas,
-    one_thread,
     perturbation_grid,
     routing_frames,
     toy_predictions,
 )
 from capsedu.figures.plots import RoutingPlot, SquashPlot
+from capsedu.runtime.device import one_thread
 
 __all__ = ["Control", "Twin", "squash_twin", "routing_twin", "perturbation_twin", "SQUASH_TWIN_K",
            "SQUASH_TWIN_SETS"]

@@ -18,7 +18,6 @@ from capsedu.figures.frames import (
     SQUASH_VARIANTS,
     capsnet_images,
     capsnet_predictions,
-    one_thread,
     perturb,
     routing_frames,
     toy_predictions,
@@ -30,6 +29,7 @@ from capsedu.figures.plots import (
     RoutingPlot,
     SquashPlot,
 )
+from capsedu.runtime.device import one_thread
 
 __all__ = ["squash_explorer", "routing_explorer", "perturbation_explorer"]
 

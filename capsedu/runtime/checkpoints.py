@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import warnings
 import zipfile
-from dataclasses import asdict, is_dataclass
 from typing import Dict
 
 import torch
@@ -19,7 +18,7 @@ import torch
 from capsedu.runtime.files import write_atomic
 
 __all__ = ["CHECKPOINT_FORMAT", "REQUIRED_KEYS", "CheckpointError", "load_checkpoint",
-           "check_integrity", "save_atomic", "restore", "plain"]
+           "check_integrity", "save_atomic", "restore"]
 
 CHECKPOINT_FORMAT = 1
 # What fit writes and resuming reads, with the type each must have.
@@ -29,17 +28,6 @@ REQUIRED_KEYS = {"epoch": int, "meta": dict, "history": list, "model": dict, "op
 
 class CheckpointError(RuntimeError):
     """A checkpoint file is unreadable, corrupt, or belongs to a different run."""
-
-
-def plain(value):
-    """Tuples -> lists, dataclasses -> dicts: what torch.load(weights_only=True) and json both read."""
-    if is_dataclass(value):
-        value = asdict(value)
-    if isinstance(value, dict):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, (tuple, list)):
-        return [plain(v) for v in value]
-    return value
 
 
 def save_atomic(obj, path: str) -> None:

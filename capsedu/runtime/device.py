@@ -32,7 +32,7 @@ import torch
 from capsedu import AMP_CHOICES
 
 __all__ = ["resolve_device", "resolve_amp", "auto_amp", "amp_dtype", "autocast", "grad_scaler", "adam",
-           "cpuinfo", "hardware"]
+           "cpuinfo", "hardware", "one_thread"]
 
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -137,3 +137,17 @@ def adam(params, lr: float, device) -> torch.optim.Adam:
     """Adam, fused where torch has the kernel (CPU, CUDA): the same update in one pass over each
     tensor instead of one per operation (``capsedu.speed.bench.stage_times`` times it)."""
     return torch.optim.Adam(params, lr=lr, fused=torch.device(device).type in ("cpu", "cuda"))
+
+
+@contextlib.contextmanager
+def one_thread(device="cpu"):
+    """Run torch on one CPU thread inside the block (on another device: unchanged), its old count
+    after it. Small tensors on a busy 2-core machine: the thread pool's hand-offs cost 100x the
+    arithmetic (180 ms instead of 1 ms for one routing), and a second thread mostly waits."""
+    threads = torch.get_num_threads()
+    if torch.device(device).type == "cpu":
+        torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)

@@ -12,10 +12,11 @@ import os
 import signal
 import tempfile
 import threading
+from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Callable
 
-__all__ = ["write_atomic", "write_json", "to_json", "remove_stale_tmp", "sha256_of", "ctrl_c_deferred", "interrupted",
+__all__ = ["plain", "write_atomic", "write_json", "to_json", "remove_stale_tmp", "sha256_of", "ctrl_c_deferred", "interrupted",
            "catch_ctrl_c"]
 _INTERRUPTED = []  # one entry per SIGINT this process received (``interrupted``)
 
@@ -120,6 +121,12 @@ def to_json(obj, indent: int = 2, level: int = 0) -> str:
     if isinstance(obj, list) and obj:
         return "[\n" + ",\n".join(f"{inner}{to_json(v, indent, level + 1)}" for v in obj) + f"\n{pad}]"
     return json.dumps(obj)
+
+
+def plain(value):
+    """A dataclass or other JSON-able value in plain JSON types (tuples become lists, keys strings):
+    what json and torch.load(weights_only=True) both read back as it was written."""
+    return json.loads(json.dumps(asdict(value) if is_dataclass(value) else value))
 
 
 def write_json(obj, path) -> None:

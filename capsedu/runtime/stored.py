@@ -15,6 +15,8 @@ import re
 from pathlib import Path
 from typing import Dict, Optional
 
+from capsedu.runtime.files import plain, write_json
+
 __all__ = ["FORMAT", "NAME_KEYS", "GRID_FIELDS", "RUN_FILE", "StoredRunError", "canonical", "checksum", "seal",
            "check_schema", "parse_stored", "read_stored", "write_stored", "differences", "run_stem", "run_settings",
            "run_files", "read_runs"]
@@ -49,10 +51,9 @@ def checksum(data: Dict) -> str:
 def seal(data: Dict) -> Dict:
     """A copy of ``data`` with ``"format"`` and ``"checksum"`` (JSON-normalised first, so what is
     read back hashes to the same value)."""
-    plain = json.loads(json.dumps({k: v for k, v in data.items() if k not in ("format", "checksum")}))
-    plain["format"] = FORMAT
-    plain["checksum"] = checksum(plain)
-    return plain
+    sealed = {**plain({k: v for k, v in data.items() if k not in ("format", "checksum")}), "format": FORMAT}
+    sealed["checksum"] = checksum(sealed)
+    return sealed
 
 
 def _is_int(v) -> bool:
@@ -134,7 +135,6 @@ def read_stored(path, require_checksum: bool = False, resuming: bool = False) ->
 
 def write_stored(data: Dict, path) -> Dict:
     """``seal(data)`` written atomically to ``path`` (readers see the old file or the new one); returns it."""
-    from capsedu.runtime.files import write_json
     sealed = seal(data)
     write_json(sealed, os.fspath(path))
     return sealed
@@ -142,8 +142,6 @@ def write_stored(data: Dict, path) -> Dict:
 
 def differences(old, new) -> str:
     """The settings that differ between two stored runs, one phrase."""
-    if not isinstance(old, dict):
-        return "it has no settings"
     keys = [k for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
     return "; ".join(f"{k}: {old.get(k)!r} there, {new.get(k)!r} here" for k in keys)
 

@@ -70,18 +70,23 @@ def _losses(x, y, lengths, rec):
     return margin_loss(lengths, y) + reconstruction_loss(rec, x)
 
 
-def train_step(model, x, y, amp: str = "off", lr: float = 1e-3, fused: bool = False) -> Callable[[], None]:
+def train_step(model, x, y, amp: str = "off", lr: float = 1e-3, fused: bool = False,
+               loss: str = "capsnet") -> Callable[[], None]:
     """One training step of a CapsNet-like model (forward, margin + reconstruction loss,
-    backward, Adam), as a function of no arguments. ``fused``: Adam as ``fit`` makes it
-    (``capsedu.runtime.device.adam``); else torch's default, as the tutorial code has it."""
+    backward, Adam), as a function of no arguments; ``loss="margin"``: the margin loss of the
+    scores ``model(x)`` alone. ``fused``: Adam as ``fit`` makes it (``capsedu.runtime.device.adam``);
+    else torch's default, as the tutorial code has it."""
     opt = adam(model.parameters(), lr, x.device) if fused else torch.optim.Adam(model.parameters(), lr=lr)
 
     def step():
         with autocast(amp, x.device):
-            _, lengths, rec = model(x, y)
-            loss = _losses(x, y, lengths, rec)
+            if loss == "margin":
+                value = margin_loss(model(x), y)
+            else:
+                _, lengths, rec = model(x, y)
+                value = _losses(x, y, lengths, rec)
         opt.zero_grad(set_to_none=True)
-        loss.backward()
+        value.backward()
         opt.step()
     return step
 
@@ -99,15 +104,7 @@ def estimate_fit_seconds(model, data, epochs: int, batch_size: int = 128, device
     device = resolve_device(device)
     net = copy.deepcopy(model).to(device)
     x, y = data.x_train[:batch_size].to(device), data.y_train[:batch_size].to(device)
-    if loss == "capsnet":
-        step = train_step(net, x, y, amp=resolve_amp(amp, device), fused=True)
-    else:
-        optimiser = adam(net.parameters(), 1e-3, device)
-
-        def step():
-            optimiser.zero_grad()
-            margin_loss(net(x), y).backward()
-            optimiser.step()
+    step = train_step(net, x, y, amp=resolve_amp(amp, device), fused=True, loss=loss)
     step_s = median_seconds(step, repeats=2, device=device)
     per_image = step_s / len(x)
     n = len(data.x_train[:n_train])

@@ -22,15 +22,9 @@ from tqdm.auto import tqdm
 from capsedu.core.checks import check_finite, check_images, check_targets
 from capsedu.core.losses import margin_loss, reconstruction_loss
 from capsedu.data.transforms import random_shift
-from capsedu.runtime.checkpoints import (
-    CHECKPOINT_FORMAT,
-    load_checkpoint,
-    plain,
-    restore,
-    save_atomic,
-)
+from capsedu.runtime.checkpoints import CHECKPOINT_FORMAT, load_checkpoint, restore, save_atomic
 from capsedu.runtime.device import adam, autocast, grad_scaler, resolve_amp, resolve_device
-from capsedu.runtime.files import remove_stale_tmp
+from capsedu.runtime.files import plain, remove_stale_tmp
 from capsedu.training.distributed import data_parallel, is_main
 from capsedu.training.evaluation import count_correct, evaluate, float_targets
 from capsedu.training.config import TrainConfig

@@ -259,14 +259,14 @@ def test_out_is_checked_before_training(tmp_path):
 @pytest.mark.parametrize("command", [c for c in EXPERIMENTS if c != "two-digits"])
 def test_every_command_resumes_on_match_and_starts_over_with_fresh(command, tmp_path, capsys, monkeypatch):
     from capsedu.cli import main
-    from capsedu.experiments.shared.runs import settings
+    from capsedu.runtime.files import plain
     experiment, seen = EXPERIMENTS[command], []
     code, epochs_field = experiment.code(), experiment.epochs
     monkeypatch.setitem(EXPERIMENTS, command, experiment._replace(code=lambda: code._replace(
         run=lambda config, **kw: seen.append(kw["fresh"]) or {"runs": []})))
     monkeypatch.setattr("capsedu.data.mnist.load_dataset", lambda *a, **k: None)
     config = code.presets["smoke"]
-    write_stored({"settings": settings(config), "run": {"seed": 0}}, tmp_path / "seed0.json")
+    write_stored({"settings": plain(config), "run": {"seed": 0}}, tmp_path / "seed0.json")
     argv = [command, "--preset", "smoke", "--out", str(tmp_path), "--no-progress"]
     assert main(argv) == 0 and seen == [False]                          # same settings: resumed
     capsys.readouterr()

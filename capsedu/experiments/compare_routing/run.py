@@ -15,6 +15,7 @@ from capsedu.core.params import count_parameters
 from capsedu.core.routing import dynamic_routing
 from capsedu.data.transforms import affine_test_set
 from capsedu.runtime.arguments import check_config
+from capsedu.runtime.device import one_thread
 from capsedu.experiments.shared.runs import Tester, start_experiment, train_epochs
 from capsedu.methods.attention import self_attention_routing
 from capsedu.methods.catalogue import LOSS, METHODS
@@ -124,15 +125,10 @@ def routing_cost(name: str, model: torch.nn.Module, x: torch.Tensor, repeats: in
 
     def both():
         step().float().sum().backward()
-    threads = torch.get_num_threads()
-    if x.device.type == "cpu":
-        torch.set_num_threads(1)
-    try:
+    with one_thread(x.device):
         return {"routing_fwd_ms": 1e3 * _per_call_seconds(step, repeats, x.device),
                 "routing_fwd_bwd_ms": 1e3 * _per_call_seconds(both, repeats, x.device),
                 "routing_threads": torch.get_num_threads() if x.device.type == "cpu" else None}
-    finally:
-        torch.set_num_threads(threads)
 
 
 def estimate_seconds(config: CompareConfig, data, device="auto") -> Dict[str, float]:

@@ -86,8 +86,9 @@ def cli_main(args) -> int:
     import torch
 
     from capsedu.data.mnist import load_dataset
-    from capsedu.experiments.shared.runs import RunFolder, run_folder, settings
+    from capsedu.experiments.shared.runs import RunFolder, run_folder
     from capsedu.runtime.device import resolve_device
+    from capsedu.runtime.files import plain
     from capsedu.runtime.lock import OutputLock
     from capsedu.runtime.results import command_line
 
@@ -100,7 +101,7 @@ def cli_main(args) -> int:
     resolve_device(device)                            # a device this machine lacks: an error now
     out = None if args.out is None else run_folder(args.out)
     if out is not None and not args.fresh:            # other settings or a damaged file: an error now
-        RunFolder(out, {"settings": settings(config)})
+        RunFolder(out, {"settings": plain(config)})
     # one writer per folder; a share of the grid does not lock: --devices' launcher holds it for its
     # processes, and --shard by hand shares the folder on purpose
     with contextlib.nullcontext() if out is None or shard is not None else OutputLock(out):

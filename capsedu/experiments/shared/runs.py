@@ -14,7 +14,6 @@ import json
 import os
 import tempfile
 import time
-from dataclasses import asdict
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
@@ -25,18 +24,13 @@ from tqdm.auto import tqdm
 from capsedu.data.mnist import load_dataset
 from capsedu.runtime import results
 from capsedu.runtime.device import resolve_device
-from capsedu.runtime.files import interrupted
+from capsedu.runtime.files import interrupted, plain
 from capsedu.runtime.stored import RUN_FILE, StoredRunError, run_files, run_settings, run_stem, write_stored
 from capsedu.training.evaluation import float_targets, predict_lengths
 from capsedu.training.loop import epoch_record, start_run, train_epoch
 
-__all__ = ["settings", "Shard", "run_folder", "clear_runs", "start_experiment", "RunFolder", "config_from_settings",
+__all__ = ["Shard", "run_folder", "clear_runs", "start_experiment", "RunFolder", "config_from_settings",
            "scored", "Tester", "train_epochs"]
-
-def settings(config) -> Dict:
-    """A config dataclass as JSON-friendly settings (tuples become lists)."""
-    return json.loads(json.dumps(asdict(config)))
-
 
 class Shard(NamedTuple):
     """Shard ``index`` of ``count``: the runs i of the grid with i mod count = index."""
@@ -86,7 +80,7 @@ def start_experiment(config, kind: type, out, fresh: bool, device, command: Opti
     folder = run_folder(out) if out is not None else None
     device = resolve_device(device)
     header = {**results.provenance(command, str(device)), "device": str(device), "preset": preset,
-              "settings": settings(config)}
+              "settings": plain(config)}
     runs = RunFolder(folder, header, fresh, shard)
     if data is None:
         data = load_dataset("mnist", config.source, device="cpu", verbose=progress)

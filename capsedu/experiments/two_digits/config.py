@@ -3,11 +3,12 @@ needed), so that a bad value fails before any training starts; each field with a
 option of ``python -m capsedu two-digits``. ``PRESETS``: one per mode and "long", the stored run."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from typing import Dict, Mapping, Optional, Tuple, Union
 
 from capsedu import AMP_CHOICES, LR_SCHEDULES, SOURCES
 from capsedu.runtime.arguments import MAX_INT, MAX_SEED, check_config, setting
+from capsedu.runtime.files import plain
 
 __all__ = ["MODELS", "HEADS", "LAYOUTS", "INITS", "SCHEDULES", "SU_EPOCHS", "TwoDigitConfig", "PRESETS"]
 
@@ -66,7 +67,7 @@ class TwoDigitConfig:
 
     def as_dict(self) -> Dict:
         """Plain JSON types (lists, not tuples), as stored in a result."""
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+        return plain(self)
 
     def replace(self, **changes) -> "TwoDigitConfig":
         """A copy with some settings changed (checked again)."""
