@@ -56,6 +56,15 @@ def run(capsys, *argv):
     return code, out, err.strip().splitlines()
 
 
+def measured(value):
+    """A record without what timing changes (seconds, images per second)."""
+    if isinstance(value, dict):
+        return {k: measured(v) for k, v in value.items() if "seconds" not in k and k != "images_per_s"}
+    if isinstance(value, list):
+        return [measured(v) for v in value]
+    return value
+
+
 def snapshot(folder: Path):
     """Every path below ``folder`` with its bytes (None for a folder): to show a command changed nothing."""
     return {p.relative_to(folder).as_posix(): p.read_bytes() if p.is_file() else None for p in sorted(folder.rglob("*"))}

@@ -152,7 +152,7 @@ def test_page_size_and_no_frozen_widgets_nor_a_renderer(page):
 
 
 @pytest.mark.parametrize("page", PAGES)
-def test_page_loads_everything_from_the_book_and_typesets_math(browser, server, page):
+def test_page_loads_everything_from_the_book_names_its_icon_and_typesets_math(browser, server, page):
     browser.get_log("browser")                                       # drop earlier pages' entries
     REQUESTS.clear()
     _load(browser, f"{server}/{page}")
@@ -175,6 +175,11 @@ def test_page_loads_everything_from_the_book_and_typesets_math(browser, server, 
     if total:
         version = browser.execute_script("return window.MathJax && String(MathJax.version);")
         assert version and version.startswith("3."), f"{page}: MathJax {version}"
+    # browsers ask every site for an icon, /favicon.ico unless the page names one: each page does
+    icon = browser.execute_script("var l = document.querySelector('link[rel~=icon]'); return l && l.href;")
+    assert icon and icon.startswith(server + "/") and icon.endswith(".svg"), f"{page}: icon {icon}"
+    with urllib.request.urlopen(icon) as response:
+        assert response.status == 200 and b"<svg" in response.read()
     _shot(browser, page.replace("/", "_").replace(".html", ".png"))
 
 
@@ -244,15 +249,6 @@ def test_page_does_not_scroll_sideways(browser, server, page):
     problems += [f"table {i}: {width} px in a {column} px column: {text!r}" for i, width, column, text in m["wide"]]
     problems += [f"table {i}: {n} cells without padding: {text!r}" for i, n, text in m["unpadded"]]
     assert not problems, f"{page} ({m['column']:.0f} px column):\n" + "\n".join(problems)
-
-
-def test_the_favicon_is_served(browser, server):
-    """Browsers ask every site for an icon, /favicon.ico unless a page names one: the book does."""
-    _load(browser, f"{server}/{PAGES[0]}")
-    icon = browser.execute_script("var l = document.querySelector('link[rel~=icon]'); return l && l.href;")
-    assert icon and icon.startswith(server + "/") and icon.endswith(".svg"), icon
-    with urllib.request.urlopen(icon) as response:
-        assert response.status == 200 and b"<svg" in response.read()
 
 
 def _frame(twin):
