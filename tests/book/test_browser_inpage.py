@@ -316,8 +316,8 @@ VIEW = """var p = arguments[0], x = p.capsedu && p.capsedu.explorer;
 
 def test_the_panels_view_survives_a_reload_from_its_url(server, model, tmp_path_factory):  # noqa: F811
     """A drawn digit, moved sliders and an explorer selection, written to the URL; that URL
-    opened anew loads the weights and shows the same view. The explorer on the drawn digit
-    matches PyTorch's votes and c_ij, and its two axes are numpy's principal axes."""
+    opened anew loads the weights and shows the same view. The explorer's two axes on the drawn
+    digit are numpy's principal axes (its votes and c_ij: test_the_vote_explorer_shows_pytorchs_routing)."""
     driver = _browser(tmp_path_factory)
     try:
         _load(driver, f"{server}/{PAGE}")
@@ -337,17 +337,10 @@ def test_the_panels_view_survives_a_reload_from_its_url(server, model, tmp_path_
         assert view["r"] == 2 and view["j"] == (label + 3) % 10 and view["digit"] == "drawn"
         assert "ci-input=d" in url and len(url) < 1000, url
 
-        # the explorer on this drawn digit, against PyTorch and numpy
+        # the explorer's axes on this drawn digit, against numpy's
         image = torch.tensor(view["input"], dtype=torch.float32).view(1, 1, 28, 28) / 255
-        cfg = model.config
         with torch.no_grad():
             u_hat = model.digits.predictions(model.primary(torch.relu(model.conv1(image))))   # (1, 1152, 10, 16)
-            _, history = dynamic_routing(u_hat, cfg.iterations, cfg.routing, True, cfg.squash_k)
-        got = driver.execute_script(EXPLORED, panel)
-        votes = torch.tensor(got["votes"]).view(-1, cfg.digit_dim)
-        assert float((votes - u_hat[0, :, got["label"]]).abs().max()) <= MAX_VOTE_ERROR
-        for r, c in enumerate(got["couplings"]):
-            assert float((torch.tensor(c).view(-1, 10) - history[r][0]).abs().max()) <= MAX_COUPLING_ERROR
         shown = np.array(driver.execute_script("return arguments[0].capsedu.explorer.axes.map(function (a) {"
                                                " return Array.from(a); });", panel))        # (2, 16)
         x = u_hat[0, :, view["j"]].double().numpy()                                     # (1152, 16)
