@@ -277,7 +277,7 @@ def test_twins_move(browser, server, page):
     assert not _errors(browser.get_log("browser"))
 
 
-def test_twins_degrade_to_an_image_without_javascript(server, tmp_path_factory):
+def test_without_javascript_twins_are_images_and_the_inpage_panel_a_note(server, tmp_path_factory):
     driver = _browser(tmp_path_factory, javascript=False)
     try:
         for page, kinds in sorted(TWINS.items()):
@@ -287,6 +287,11 @@ def test_twins_degrade_to_an_image_without_javascript(server, tmp_path_factory):
                 assert img.is_displayed() and driver.execute_script("return arguments[0].naturalWidth;", img) > 0
                 assert not twin.find_element(By.CSS_SELECTOR, ".capsedu-twin-controls").is_displayed()
         _shot(driver, "no_javascript_06_learned.png")
+        driver.get(f"{server}/book/appendix_inpage.html")
+        # once in CI the element was not there yet when get() returned (it passed on a rerun)
+        panel = WebDriverWait(driver, 30).until(lambda d: d.find_element(By.CSS_SELECTOR, ".capsedu-inpage"))
+        assert panel.find_element(By.CSS_SELECTOR, ".capsedu-inpage-note").is_displayed()
+        assert not panel.find_elements(By.CSS_SELECTOR, ".ci-part")
     finally:
         driver.quit()
 

@@ -289,17 +289,7 @@ def test_weight_files_are_served_with_the_sizes_the_page_shows(page):
     print(f"{PAGE}: {(HTML / PAGE).stat().st_size / 1e6:.2f} MB")
 
 
-def test_without_javascript_only_the_note_is_left(server, tmp_path_factory):  # noqa: F811
-    driver = _browser(tmp_path_factory, javascript=False)
-    try:
-        driver.get(f"{server}/{PAGE}")
-        # once in CI the element was not there yet when get() returned (it passed on a rerun)
-        panel = WebDriverWait(driver, 30).until(lambda d: d.find_element(By.CSS_SELECTOR, ".capsedu-inpage"))
-        assert panel.find_element(By.CSS_SELECTOR, ".capsedu-inpage-note").is_displayed()
-        assert not panel.find_elements(By.CSS_SELECTOR, ".ci-part")
-    finally:
-        driver.quit()
-
+# without JavaScript only the panel's note is left: test_browser's test_without_javascript_...
 
 
 # The whole view of the panel after a run: what the network read and decoded, its lengths, the
