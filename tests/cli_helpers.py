@@ -16,6 +16,14 @@ ROOT = Path(__file__).resolve().parent.parent
 TINY = dict(conv_channels=8, primary_types=4, primary_dim=4, digit_dim=8, decoder_hidden=(32,))  # a CapsNet of a second
 
 
+def tiny_cli_capsnet(monkeypatch):
+    """The CLI builds the paper's CapsNet; a tiny one (TINY) keeps each run to a second or two."""
+    import capsedu.core.capsnet as capsnet
+    real = capsnet.CapsNet
+    monkeypatch.setattr(capsnet, "CapsNet", lambda config=None, **kw: real(config) if config is not None
+                        else real(**{**TINY, **kw}))
+
+
 def subset(d, n_train, n_test):
     """The first ``n_train`` training and ``n_test`` test digits of a dataset (``mnist_sample``)."""
     return SimpleNamespace(x_train=d.x_train[:n_train], y_train=d.y_train[:n_train], x_test=d.x_test[:n_test],
@@ -46,6 +54,15 @@ def run(capsys, *argv):
     code = cli.main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err.strip().splitlines()
+
+
+def measured(value):
+    """A record without what timing changes (seconds, images per second)."""
+    if isinstance(value, dict):
+        return {k: measured(v) for k, v in value.items() if "seconds" not in k and k != "images_per_s"}
+    if isinstance(value, list):
+        return [measured(v) for v in value]
+    return value
 
 
 def snapshot(folder: Path):

@@ -88,6 +88,7 @@ def test_empty_batches_and_bad_images_are_named():
 @pytest.mark.parametrize("labels, error, match", [
     (torch.tensor([True, False]), TypeError, "dtype torch.bool"),
     (torch.tensor([0.0, 3.0]), ValueError, r"integer labels of shape \(2,\)"),          # float labels (N,)
+    (torch.tensor([0, 1, 2]), ValueError, r"of shape \(2,\)|as many labels as images"),  # one too many
     (torch.tensor([0, 12]), ValueError, r"labels must lie in \[0, 9\], got values from 0 to 12"),
     (torch.tensor([-1, 3]), ValueError, r"labels must lie in \[0, 9\]"),
     (torch.full((2, 10), 5.0), ValueError, "multi-hot targets must be 0 or 1, got 5.0"),

@@ -163,7 +163,7 @@ def _run(name, config, **kw):
     return EXPERIMENTS[name].code().run(config, progress=False, device="cpu", **kw)
 
 
-def test_robustness_end_to_end_and_matching(mnist_sample, tmp_path, monkeypatch):
+def test_robustness_end_to_end(mnist_sample, tmp_path, monkeypatch):
     config = _tiny("robustness")
     losses, real = {}, robustness.train_epochs
 
@@ -187,16 +187,8 @@ def test_robustness_end_to_end_and_matching(mnist_sample, tmp_path, monkeypatch)
                 assert missed == sorted(set(missed)) and all(0 <= i < sizes[k] for i in missed)
                 assert 1 - len(missed) / sizes[k] == pytest.approx(e[k], abs=1e-6)
             assert [i for i, _ in e["wrong"]] == e["misses"]["affine@1"]
-    matched = robustness.matched_runs(stored)
+    matched = robustness.matched_runs(stored)   # which epoch it picks: test_matching_works_for_any_number_...
     assert len(matched) == 6 and all("misses" in r and "best" not in r for r in matched)
-    chosen = {(r["model"], r["seed"]): r["epoch"] for r in matched}
-    for seed in config.seeds:  # matched: each chosen epoch reaches the lowest of the models' best validation accuracy
-        runs = {r["model"]: r for r in stored["runs"] if r["seed"] == seed}
-        target = min(max(e["val"] for e in r["epochs"]) for r in runs.values())
-        for m, r in runs.items():
-            k = chosen[m, seed]
-            assert r["epochs"][k - 1]["val"] >= target
-            assert all(e["val"] < target for e in r["epochs"][:k - 1])
     table = robustness.frames(stored)["runs"]
     assert {"clean", "affine@0", "affine@1"} <= set(table) and table["affine@1"].between(0, 1).all()
 

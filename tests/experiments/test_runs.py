@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_helpers import run, snapshot
+from cli_helpers import measured, run, snapshot
 
 from capsedu.experiments import robustness
 from capsedu.runtime import results
@@ -28,15 +28,6 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
 def capsedu(*argv, timeout=300):
     return subprocess.run([sys.executable, "-m", "capsedu", *argv], env=ENV, capture_output=True, text=True,
                           timeout=timeout)
-
-
-def measured(value):
-    """A record without what timing changes (seconds, images per second)."""
-    if isinstance(value, dict):
-        return {k: measured(v) for k, v in value.items() if "seconds" not in k and k != "images_per_s"}
-    if isinstance(value, list):
-        return [measured(v) for v in value]
-    return value
 
 
 def runs_of(folder: Path):

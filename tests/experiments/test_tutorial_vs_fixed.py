@@ -36,17 +36,13 @@ def test_tutorial_routing_is_dynamic_routing_for_one_example_with_the_softmax_fi
 
 
 def test_an_example_depends_on_its_batch_neighbours(net):
-    """Pitfall 2: one set of logits for the batch; capsedu's CapsNet keeps one per example."""
-    g = torch.Generator().manual_seed(1)
-    x = torch.rand(3, 1, 28, 28, generator=g)
+    """Pitfall 2: one set of logits for the batch (capsedu's keeps one per example: test_core's
+    test_routing_logits_are_per_example)."""
+    x = torch.rand(3, 1, 28, 28, generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         alone = net.capsules(x[:1])
         together = net.capsules(x)[:1]
-        assert (alone - together).abs().max() > 1e-4 * alone.abs().max()
-        fixed = CapsNet().eval()
-        a, b = fixed.digits(fixed.primary(torch.relu(fixed.conv1(x[:1])))), \
-            fixed.digits(fixed.primary(torch.relu(fixed.conv1(x))))[:1]
-        assert torch.allclose(a, b, atol=1e-6)
+    assert (alone - together).abs().max() > 1e-4 * alone.abs().max()
 
 
 def test_digit_capsules_are_squashed_element_by_element(net):

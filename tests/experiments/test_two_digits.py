@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from cli_helpers import subset
+from cli_helpers import measured, subset
 
 from capsedu import cli
 from capsedu.core.params import count_parameters
@@ -242,10 +242,7 @@ def test_a_run_interrupted_mid_way_resumes_from_its_checkpoint(digits, tmp_path,
     assert [p.name for p in out.iterdir()] == ["capsule-su-seed0.ckpt.pt"]   # the run's checkpoint, no run file
     monkeypatch.setattr(loop, "train_epoch", real)
     resumed = two_digit_experiment(digits, config, out=out, device="cpu", progress=False)  # continues at epoch 2
-
-    def timeless(run):
-        return {k: v for k, v in run.items() if k != "train_seconds"}
-    assert timeless(resumed["runs"][0]) == timeless(straight["runs"][0])  # bit-exact on a CPU
+    assert measured(resumed["runs"][0]) == measured(straight["runs"][0])  # bit-exact on a CPU
     assert [p.name for p in out.iterdir()] == ["capsule-su-seed0.json"]      # the checkpoint went
 
 
@@ -337,9 +334,7 @@ def test_cli_prints_the_same_table_as_the_function_and_resumes(digits, capsys, t
                                       n_train=48, n_test=60)
     direct = two_digit_experiment(digits, config, device="cpu", progress=False)
     assert printed["preset"] == "smoke" and printed["settings"] == direct["settings"]
-    def untimed(runs):
-        return [{k: v for k, v in run.items() if "seconds" not in k} for run in runs]
-    assert untimed(printed["runs"]) == untimed(direct["runs"])         # CPU training is deterministic
+    assert measured(printed["runs"]) == measured(direct["runs"])       # CPU training is deterministic
     assert printed["command"].endswith(" ".join(args)) and printed["torch"] == torch.__version__
     assert cli.main(args) == 0                                         # rerun: every run is already there
     again = json.loads(capsys.readouterr().out)

@@ -73,12 +73,6 @@ def test_accelerate_keeps_the_model_output_and_can_be_undone(make):
     torch.testing.assert_close(first(after), first(before), atol=1e-5, rtol=1e-4)
 
 
-def test_accelerated_history_calls_still_return_the_routing_history():
-    model = accelerate(CapsNet())
-    caps, history = model.capsules(torch.rand(2, 1, 28, 28), return_history=True)
-    assert len(history) == model.config.iterations and caps.shape == (2, 10, 16)
-
-
 def test_accelerate_rejects_models_without_capsule_layers():
     with pytest.raises(ValueError, match="no routed capsule layers"):
         accelerate(torch.nn.Linear(3, 3))

@@ -15,9 +15,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from cli_helpers import TINY
+from cli_helpers import tiny_cli_capsnet
 
-import capsedu.core.capsnet
 import capsedu.runtime.files as files
 from capsedu import cli
 from capsedu.runtime.checkpoints import load_checkpoint, save_atomic
@@ -91,8 +90,7 @@ def test_ctrl_c_and_sigkill_during_a_checkpoint_write(tmp_path, monkeypatch):
     assert left[0] == "checkpoint.pt" and len(left) == 2 and left[1].startswith("checkpoint.pt.") and left[1].endswith(".tmp")
     assert load_checkpoint(str(out / "checkpoint.pt"))["epoch"] == 1
     # the next start (here in this process) removes the stale .tmp and resumes from epoch 1 to the end
-    real = capsedu.core.capsnet.CapsNet
-    monkeypatch.setattr(capsedu.core.capsnet, "CapsNet", lambda **kw: real(**TINY, **kw))        # the child's model
+    tiny_cli_capsnet(monkeypatch)                                         # the child's model
     assert cli.main(["train", "--source", "sample", "--limit", "32", "--epochs", "2", "--batch-size", "16",
                      "--device", "cpu", "--no-progress", "--out", str(out)]) == 0
     assert sorted(os.listdir(out)) == ["checkpoint.pt", "metrics.json"]

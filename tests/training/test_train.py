@@ -17,9 +17,7 @@ import cli_helpers
 from cli_helpers import TINY, subset
 from torch import nn
 
-import capsedu.core.capsnet
 import capsedu.training.loop
-from capsedu import cli
 from capsedu.core.capsnet import CapsNet
 from capsedu.runtime.checkpoints import CheckpointError, load_checkpoint
 from capsedu.training.evaluation import evaluate
@@ -205,34 +203,3 @@ def test_cli_help_and_bad_arguments():
         r = run_cli(*bad)
         assert r.returncode == 2, bad
         assert len(r.stderr.strip().splitlines()) == 1 and "error" in r.stderr, r.stderr
-
-
-def test_cli_train_resume_and_evaluate(digits, tmp_path, monkeypatch, capsys):
-    real = capsedu.core.capsnet.CapsNet
-
-    def tiny(config=None, **kw):  # the CLI builds the paper's CapsNet; shrink it for the test
-        return real(config) if config is not None else real(**{**TINY, **kw})
-    monkeypatch.setattr(capsedu.core.capsnet, "CapsNet", tiny)
-    out = tmp_path / "run"
-    args = ["train", "--source", "sample", "--limit", "64", "--epochs", "1", "--batch-size", "32",
-            "--out", str(out), "--device", "cpu", "--no-progress"]
-    assert cli.main(args) == 0
-    metrics = json.loads((out / "metrics.json").read_text())
-    assert metrics["dataset"]["train"] == 64 and len(metrics["epochs"]) == 1
-    assert metrics["final_test_accuracy"] == metrics["epochs"][-1]["test_acc"]
-    assert sorted(os.listdir(out)) == ["checkpoint.pt", "metrics.json"]
-
-    capsys.readouterr()
-    assert cli.main(["evaluate", "--checkpoint", str(out / "checkpoint.pt"), "--limit", "100", "--device", "cpu"]) == 0
-    result = json.loads(capsys.readouterr().out)
-    assert result["count"] == 100 and result["source"] == "sample" and 0 <= result["accuracy"] <= 1
-
-    assert cli.main(args[:4] + ["32"] + args[5:]) == 1   # --limit 32: not the stored run
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "n_train" in err[0] and "checkpoint" in err[0] and "pass --fresh to start over" in err[0]
-    assert cli.main(args[:4] + ["32"] + args[5:] + ["--fresh"]) == 0   # --fresh: the other run starts over
-    assert json.loads((out / "metrics.json").read_text())["dataset"]["train"] == 32
-    assert cli.main(args[:4] + ["32"] + args[5:]) == 0                 # the same command again: resumed (all done)
-    (out / "checkpoint.pt").write_bytes(b"garbage")
-    assert cli.main(["evaluate", "--checkpoint", str(out / "checkpoint.pt")]) == 1
-    assert "corrupt" in capsys.readouterr().err
