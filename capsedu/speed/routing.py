@@ -34,7 +34,7 @@ import torch
 
 from capsedu.core.routing import ROUTING_MODES
 
-__all__ = ["votes_and_routing"]
+__all__ = ["votes_and_routing", "weight_layout"]
 
 EPS = 1e-8          # core's squash
 NORM_EPS = 1e-12    # F.normalize's, Su's March update
@@ -237,6 +237,12 @@ def _inside(u, W):
     W = W.expand(n_in, *W.shape) if W.dim() == 3 else W
     J, D, E = W.shape[1:]
     return u.permute(2, 1, 0).contiguous(), W.permute(1, 3, 0, 2).reshape(J, E * n_in, D)
+
+
+def weight_layout(W: torch.Tensor) -> torch.Tensor:
+    """W (N_in, N_out, D, E), same shape and values, stored in the order ``_inside`` reads it
+    (N_out, E, N_in, D): its layout copy and its gradient's become views."""
+    return W.permute(1, 3, 0, 2).contiguous().permute(2, 0, 3, 1) if W.dim() == 4 else W
 
 
 def _amp_dtype(u, W):
