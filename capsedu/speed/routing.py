@@ -124,8 +124,11 @@ def _sum_j(w, gu):
 
 
 def _sum_all(*xs):
-    """Σ xs in float32 at least, one pass: the weight gradient's products summed once."""
-    return _total([x.to(_at_least_float32(x.dtype)) for x in xs])
+    """Σ xs in float32 at least, one pass: an iteration's weight-gradient products at once."""
+    total = xs[0].to(_at_least_float32(xs[0].dtype))
+    for x in xs[1:]:
+        total = total + x.to(total.dtype)
+    return total
 
 
 PASSES = (_times_u, _dot_u, _sum_j, _sum_j_times, _softmax_back, _sum_all)
@@ -165,7 +168,7 @@ def _route_backward(ops, u, Wt, gv, ss, cs, iterations, mode, k):
     (J, B, D)."""
     t, acc, J = u.dtype, _at_least_float32(u.dtype), len(Wt)
     gu = u.new_zeros(u.shape, dtype=acc)
-    gW = []                                            # products in t, summed at the end
+    gW = []                                  # products in t, summed once an iteration
     g_next = None                                      # ∂L/∂b^{r+1}
     for r in range(iterations, 0, -1):
         s, last = ss[r - 1], r == iterations
@@ -186,7 +189,9 @@ def _route_backward(ops, u, Wt, gv, ss, cs, iterations, mode, k):
             gs = (gs / J).to(t)
             gu = ops._sum_j(_W_times(Wt, gs, u), gu)
             gW.append(torch.einsum("kb,jbd->jkd", u.flatten(0, 1), gs))
-    return gu, ops._sum_all(*gW)
+        if len(gW) > 1:
+            gW = [ops._sum_all(*gW)]
+    return gu, gW[0].to(acc)
 
 
 def dispatch_mode_active() -> bool:
