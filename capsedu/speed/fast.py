@@ -28,7 +28,7 @@ from torch import nn
 from capsedu.core.layers import DenseCapsules, PrimaryCapsules, SharedCapsules
 from capsedu.core.routing import dynamic_routing
 from capsedu.speed.gemm_conv import GemmConv2d
-from capsedu.speed.routing import compiled_or_eager, votes_and_routing
+from capsedu.speed.routing import compiled_or_eager, votes_and_routing, weight_layout
 
 __all__ = ["fused_routing", "accelerate"]
 
@@ -95,6 +95,8 @@ def accelerate(model: nn.Module, compile_routing: bool = True, detach_inner: boo
     not do, the layer keeps core's votes), and routes with ``fused_routing`` when called for
     its history or with ``fuse_votes=False``. ``gemm_conv`` makes each ``PrimaryCapsules`` convolution a
     ``GemmConv2d`` (the same parameters), which on the CPU runs as three matrix products.
+    The routed layers' weights are stored in the order ``votes_and_routing`` reads them
+    (``weight_layout``: same shape and values; no copy of W or of its gradient per step).
     ``channels_last="auto"`` stores 4-D weights channels-last on CUDA (cuDNN's fastest
     layout for bf16) and, with ``gemm_conv``, on the CPU: conv1 then hands over features
     laid out as the matrix products read them, which saves a copy and a strided ReLU
@@ -121,6 +123,9 @@ def accelerate(model: nn.Module, compile_routing: bool = True, detach_inner: boo
     on_cuda = param is not None and param.device.type == "cuda"
     if channels_last is True or (channels_last == "auto" and (on_cuda or gemm_conv)):
         model.to(memory_format=torch.channels_last)
+    for m in model.modules():   # after channels_last, which would store W as (I, D, E, J)
+        if isinstance(m, _VotesAndRouting):
+            m.weight.data = weight_layout(m.weight.data)
     return model
 
 

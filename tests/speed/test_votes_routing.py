@@ -139,3 +139,12 @@ def test_a_failed_compilation_warns_once_and_runs_eagerly_from_then_on(monkeypat
         warnings.simplefilter("error")                    # the warning comes once
         assert routing.compiled_or_eager(lambda x: x + 1)(torch.ones(1)).item() == 2
     assert routing._compile_failed
+
+
+def test_accelerate_stores_the_weight_so_that_neither_it_nor_its_gradient_is_copied():
+    from capsedu.speed.routing import _inside
+    W = accelerate(CapsNet(), compile_routing=False).digits.weight
+    u = torch.randn(2, W.shape[0], W.shape[-1], requires_grad=True)
+    assert _inside(u, W)[1].data_ptr() == W.data_ptr()          # the layout is a view
+    (gW,) = torch.autograd.grad(votes_and_routing(u, W).sum(), W)
+    assert gW.stride() == W.stride()                           # AccumulateGrad keeps it
