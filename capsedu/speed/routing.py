@@ -168,7 +168,7 @@ def _route_backward(ops, u, Wt, gv, ss, cs, iterations, mode, k):
     (J, B, D)."""
     t, acc, J = u.dtype, _at_least_float32(u.dtype), len(Wt)
     gu = u.new_zeros(u.shape, dtype=acc)
-    gW = []                                            # products in t, summed each iteration
+    gW = []                                # products in t, summed each iteration
     g_next = None                                      # ∂L/∂b^{r+1}
     for r in range(iterations, 0, -1):
         s, last = ss[r - 1], r == iterations
