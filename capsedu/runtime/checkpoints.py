@@ -17,7 +17,7 @@ import torch
 
 from capsedu.runtime.files import write_atomic
 
-__all__ = ["CHECKPOINT_FORMAT", "REQUIRED_KEYS", "CheckpointError", "load_checkpoint",
+__all__ = ["CHECKPOINT_FORMAT", "REQUIRED_KEYS", "CheckpointError", "load_checkpoint", "lay_out_like_parameters",
            "check_integrity", "save_atomic", "restore"]
 
 CHECKPOINT_FORMAT = 1
@@ -110,6 +110,16 @@ def load_checkpoint(path: str, resuming: bool = True) -> Dict:
     return ckpt
 
 
+def lay_out_like_parameters(optimizer) -> None:
+    """Give each optimizer state tensor its parameter's strides. A checkpoint written by the fast
+    path (W in its own layout) may resume on the readable model, or the reverse, and torch's fused
+    Adam reads state laid out unlike its parameter wrongly (2e-2 off after one step at lr 1e-2)."""
+    for p, state in optimizer.state.items():
+        for k, v in state.items():
+            if torch.is_tensor(v) and v.shape == p.shape and v.stride() != p.stride():
+                state[k] = torch.empty_like(p, dtype=v.dtype).copy_(v)
+
+
 def restore(ckpt, path, model, optimizer, scheduler, scaler, generator, meta, same_run) -> None:
     """Put a checkpoint's state back into this run's objects, after checking that its ``meta``
     agrees with this run's on every key of ``same_run``."""
@@ -121,6 +131,7 @@ def restore(ckpt, path, model, optimizer, scheduler, scaler, generator, meta, sa
     try:
         model.load_state_dict(ckpt["model"])
         optimizer.load_state_dict(ckpt["optimizer"])
+        lay_out_like_parameters(optimizer)
         scheduler.load_state_dict(ckpt["scheduler"])
         if scaler is not None and ckpt.get("scaler"):
             scaler.load_state_dict(ckpt["scaler"])

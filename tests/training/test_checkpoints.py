@@ -1,5 +1,6 @@
 """Damaged, incomplete, foreign and oversized checkpoints and weights: refused with one line naming
 the file, never loaded silently, never able to make capsedu allocate what their config asks for."""
+import copy
 import json
 import random
 import re
@@ -14,7 +15,8 @@ from cli_helpers import TINY, noise
 import capsedu
 import capsedu.training.pretrained as pretrained
 from capsedu.core.capsnet import CapsNet
-from capsedu.runtime.checkpoints import REQUIRED_KEYS, CheckpointError, load_checkpoint, save_atomic
+from capsedu.runtime.checkpoints import (REQUIRED_KEYS, CheckpointError, lay_out_like_parameters,
+                                        load_checkpoint, save_atomic)
 from capsedu.training.loop import fit
 from capsedu.training.pretrained import WEIGHTS_NAME, capsnet_from_state, load_capsnet
 
@@ -120,3 +122,23 @@ def test_shipped_weights_carry_a_sha256_that_is_checked(tmp_path, monkeypatch):
         load_capsnet()
     with pytest.raises(RuntimeError, match="fails the CRC-32 check"):       # the same copy by path: the zip CRC
         load_capsnet(path=str(tmp_path / f"{WEIGHTS_NAME}.pt"))
+
+
+def test_resumed_adam_state_takes_its_parameters_layout():
+    """A checkpoint of one layout resumed on the other (fast path vs readable model) steps as if
+    never interrupted: fused Adam reads state laid out unlike its parameter wrongly."""
+    torch.manual_seed(0)
+    w, g1, g2 = torch.randn(3, 4, 5, 6)
+    a = torch.nn.Parameter(w.clone())
+    opt_a = torch.optim.Adam([a], lr=1e-2, fused=True)
+    a.grad = g1
+    opt_a.step()
+    state = copy.deepcopy(opt_a.state_dict())   # as a checkpoint holds it
+    b = torch.nn.Parameter(a.detach().permute(2, 0, 1).contiguous().permute(1, 2, 0))  # other strides
+    opt_b = torch.optim.Adam([b], lr=1e-2, fused=True)
+    opt_b.load_state_dict(state)
+    lay_out_like_parameters(opt_b)
+    for p, opt in ((a, opt_a), (b, opt_b)):
+        p.grad = torch.empty_like(p).copy_(g2)   # autograd's gradients take the parameter's strides
+        opt.step()
+    assert torch.equal(a, b)
