@@ -113,3 +113,27 @@ def test_the_ink_gap_counts_the_blank_pixels_between_the_digits():
     images[1, 0, 27, 3] = images[1, 0, 28, 9] = 1.0              # touching halves: no blank row
     assert ink_gap(images, "vertical").tolist() == [9.0, 0.0]
     assert ink_gap(images.transpose(2, 3), "horizontal").tolist() == [9.0, 0.0]
+
+
+def test_disjoint_pairs_keep_a_largest_set_that_reuses_no_digit():
+    # taken in order, (1, 2) would block both others; the largest set is the other two
+    assert two_digits.disjoint_pairs([1, 0, 2], [2, 1, 3]) == [1, 2]
+    rng = np.random.default_rng(0)
+    first, second = rng.integers(0, 60, 80), rng.integers(60, 120, 80)
+    kept = two_digits.disjoint_pairs(first, second)
+    digits = [d for k in kept for d in (first[k], second[k])]
+    assert len(set(digits)) == len(digits)                    # no digit twice
+    # none left out could be added: each shares a digit with a kept pair
+    assert all({first[k], second[k]} & set(digits) for k in set(range(80)) - set(kept))
+
+
+def test_pair_digits_are_the_pairs_the_run_tests():
+    from capsedu.experiments.two_digits.run import two_digit_test_set
+    y = torch.arange(60) % 10
+    x = torch.rand(60, 1, 28, 28)
+    data = {"settings": {"n_pairs": 40, "pair_seed": 7}, "meta": {"n_test": 50, "data": ["mnist", "sample"]}}
+    first, second = two_digits.pair_digits(data, y)
+    for layout in LAYOUTS:                                   # one pairing serves every layout
+        _, targets = two_digit_test_set(x[:50], y[:50], 40, layout, seed=7)
+        assert max(first + second) < 50 and targets.sum().item() == 80
+        assert (targets[torch.arange(40), y[first]] == 1).all() and (targets[torch.arange(40), y[second]] == 1).all()

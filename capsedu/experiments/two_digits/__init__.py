@@ -3,6 +3,8 @@
 What the chapter and the claim ledger judge, as data (the wording is the chapter's):
 
 - ``STORED``, ``CLAIMS``, ``frames(data)``: the rerun with per-item outcomes (``long-items``);
+  ``pair_digits``, ``disjoint_pairs``: which test digits each pair holds, and the pairs that share
+  none, the items its pair rows are judged on;
 - ``VARIANTS_STORED``, ``VARIANTS``, ``VARIANTS_CLAIMS``, ``variants_frames()``: the settings
   investigation, one folder per changed setting, per-run accuracies only (seeds only).
 """
@@ -12,7 +14,7 @@ from typing import Dict, Mapping
 
 from capsedu.experiments.shared import verdicts
 
-__all__ = ["STORED", "DELTA", "CLAIMS", "frames", "VARIANTS_STORED", "VARIANTS", "VARIANTS_CLAIMS",
+__all__ = ["STORED", "DELTA", "CLAIMS", "frames", "pair_digits", "disjoint_pairs", "VARIANTS_STORED", "VARIANTS", "VARIANTS_CLAIMS",
            "variants_frames"]
 
 STORED = "two_digits_items"
@@ -54,6 +56,33 @@ def frames(data: Mapping) -> Dict:
                                                                  data["settings"]["n_pairs"])}
     return {"runs": tables.runs_table(data), "epochs": tables.epochs_table(data),
             "items": tables.items_table(data, n_items)}
+
+
+def pair_digits(data: Mapping, y_test=None):
+    """(first, second): the test digits of each pair of a stored run or live preview, drawn again
+    from its settings as the run drew them (one pairing serves every layout). ``y_test``: the test
+    labels the run used, else those of the data its header names."""
+    import torch
+
+    from capsedu.data.mnist import load_dataset
+    from capsedu.data.pairs import distinct_pairs
+    settings, (name, source) = data["settings"], data["meta"]["data"]
+    if y_test is None:
+        y_test = load_dataset(name, source=source, verbose=False).y_test
+    labels = y_test[:data["meta"]["n_test"]].cpu()
+    first, second, _ = distinct_pairs(labels[:, None, None, None].float(), labels, settings["n_pairs"],
+                                      torch.Generator().manual_seed(settings["pair_seed"]))
+    return first.tolist(), second.tolist()
+
+
+def disjoint_pairs(first, second) -> list:
+    """The indices, sorted, of a largest set of pairs (first[k], second[k]) in which no test digit
+    appears twice: a maximum matching (networkx). The pairs reuse digits, so their outcomes are not
+    independent; these are. The choice sees only which digits each pair holds, never an outcome."""
+    import networkx as nx  # a dependency of torch
+    graph = nx.Graph()
+    graph.add_edges_from((int(a), int(b), {"pair": k}) for k, (a, b) in enumerate(zip(first, second)))
+    return sorted(graph.edges[edge]["pair"] for edge in nx.max_weight_matching(graph, maxcardinality=True))
 
 
 VARIANTS_STORED = "two_digits_variants"
