@@ -137,7 +137,7 @@ class CapsNet(nn.Module):
         """Images (B, C, H, W) -> digit capsules (B, 10, 16) [, routing history]."""
         c = self.config
         check_images(x, "CapsNet: images", (c.in_channels, *c.image_size))
-        if not torch.is_autocast_enabled(x.device.type):
+        if not torch.is_autocast_enabled(x.device.type):  # engineering: dtypes
             x = x.to(self.conv1.weight.dtype)    # e.g. float64 images, float32 model
         features = F.relu(self.conv1(x))             # (B, 256, 20, 20)
         primary = self.primary(features)             # (B, 1152, 8)

@@ -58,7 +58,7 @@ class RoutedCapsules(nn.Module):
             raise ValueError(f"unknown routing mode {routing!r} not in {ROUTING_MODES}")
         check_sizes(type(self).__name__, squash_k, iterations=iterations, **sizes)
         self.iterations, self.routing, self.squash_k = iterations, routing, squash_k
-        self.fast_routing = None  # where capsedu.speed.fast.accelerate puts its own
+        self.fast_routing = None  # engineering: capsedu.speed.fast.accelerate's hook
 
     def forward(self, u: torch.Tensor, return_history: bool = False):
         """Capsules u (B, N_in, in_dim) -> v (B, N_out, out_dim) [, history]."""
@@ -66,9 +66,11 @@ class RoutedCapsules(nn.Module):
 
     def route(self, u_hat: torch.Tensor, return_history: bool = False):
         """Votes (B, N_in, N_out, D) -> v (B, N_out, D) [, history]: chapter 3."""
-        fast = self.fast_routing is not None and not return_history
-        fn = self.fast_routing if fast else dynamic_routing
-        return fn(u_hat, self.iterations, self.routing, return_history, self.squash_k)
+        if self.fast_routing is not None and not return_history:  # engineering: ch. 8
+            return self.fast_routing(u_hat, self.iterations, self.routing, False,
+                                     self.squash_k)
+        return dynamic_routing(u_hat, self.iterations, self.routing, return_history,
+                               self.squash_k)
 
 
 class DenseCapsules(RoutedCapsules):

@@ -1,8 +1,9 @@
 """Source listings for the page: the maths of a definition without what guards it.
 
-``model_lines(source)`` drops the docstrings, the ``if ...: raise`` argument checks and the
-``check_*(...)`` calls from the source of a function or class, so that chapter 4's whole-model
-screen shows the network and nothing else; the package's file keeps all of it.
+``model_lines(source)`` drops the docstrings, the ``if ...: raise`` argument checks, the
+``check_*(...)`` calls and the statements marked ``# engineering`` (the fast path's hook, the dtype
+guard) from the source of a function or class, so that chapter 4's whole-model screen shows the
+network and nothing else; the package's file keeps all of it.
 ``helper_lines(helpers)`` gives one line for each helper such a listing calls but does not show.
 """
 from __future__ import annotations
@@ -15,8 +16,14 @@ import textwrap
 __all__ = ["helper_lines", "model_lines"]
 
 
-def _guard(node: ast.AST) -> bool:
-    """A docstring, an ``if`` that only raises, or a call of a ``check_*`` function."""
+ENGINEERING = re.compile(r"#\s*engineering\b")   # marks a statement that is not the maths
+
+
+def _guard(node: ast.AST, lines: list) -> bool:
+    """A docstring, an ``if`` that only raises, a call of a ``check_*`` function, or a statement
+    whose first line carries an ``# engineering`` comment."""
+    if ENGINEERING.search(lines[node.lineno - 1]):
+        return True
     if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
         return isinstance(node.value.value, str)
     if isinstance(node, ast.If):
@@ -27,15 +34,16 @@ def _guard(node: ast.AST) -> bool:
 
 
 def model_lines(source: str) -> str:
-    """``source`` (one def or class) without its docstrings, raise-only ifs and check_ calls,
-    and without a name assigned only for them (e.g. ``unknown = ...`` checked by a raise)."""
+    """``source`` (one def or class) without its docstrings, raise-only ifs, check_ calls and
+    ``# engineering`` statements, and without a name assigned only for them (e.g.
+    ``unknown = ...`` checked by a raise)."""
     lines = textwrap.dedent(source).splitlines()
     tree = ast.parse("\n".join(lines))
     drop = set()
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
         for child in body if isinstance(body, list) else []:
-            if _guard(child):
+            if _guard(child, lines):
                 drop.update(range(child.lineno - 1, child.end_lineno))
     functions = [f for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)]
     for fn in functions:                     # names that no kept line of the function reads

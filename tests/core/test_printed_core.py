@@ -93,3 +93,36 @@ def test_no_chapter_re_implements_a_core_definition():
                 if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and LOOKS_LIKE_THE_CORE.search(node.name):
                     assert (chapter, node.name) in ALLOWED or (chapter, "*") in ALLOWED, \
                         f"{chapter} defines {node.name}: print the package's definition instead"
+
+
+def test_the_whole_model_screen_runs_as_the_package_does():
+    """The screen (model_lines of each WHOLE_MODEL definition), executed on its own, is a CapsNet
+    whose capsules, lengths, reconstructions and losses equal the package's on the same weights:
+    what it leaves out (checks, the fast path's hook, the dtype guard) changes nothing here."""
+    import inspect
+
+    import torch
+
+    import capsedu.core as core
+    from capsedu.core import capsnet, layers, losses, routing, squashing
+    from capsedu.figures.listing import model_lines
+    names, _ = whole_model(WHOLE_MODEL_CHAPTER)
+    listing = "\n".join(model_lines(inspect.getsource(getattr(core, n))) for n in names)
+    assert "fast_routing" not in listing and "autocast" not in listing
+    for obj in (layers.RoutedCapsules, capsnet.CapsNet):   # left out by its marker, kept in the file
+        assert "# engineering" in inspect.getsource(obj)
+    namespace = {k: v for m in (squashing, routing, layers, capsnet, losses) for k, v in vars(m).items()}
+    exec(compile(listing, "<whole-model screen>", "exec"), namespace)
+    assert namespace["CapsNet"] is not capsnet.CapsNet       # the screen's own definitions
+    torch.manual_seed(0)
+    package = capsnet.CapsNet().eval()
+    screen = namespace["CapsNet"]().eval()
+    screen.load_state_dict(package.state_dict())
+    x, labels = torch.rand(3, 1, 28, 28), torch.tensor([1, 7, 3])
+    with torch.no_grad():
+        theirs, ours = package(x, labels), screen(x, labels)
+        for a, b in zip(theirs, ours):
+            torch.testing.assert_close(a, b)
+        for loss in ("margin_loss", "reconstruction_loss"):
+            args = (theirs[1], labels) if loss == "margin_loss" else (theirs[2], x)
+            torch.testing.assert_close(namespace[loss](*args), getattr(losses, loss)(*args))
