@@ -137,3 +137,33 @@ def test_pair_digits_are_the_pairs_the_run_tests():
         _, targets = two_digit_test_set(x[:50], y[:50], 40, layout, seed=7)
         assert max(first + second) < 50 and targets.sum().item() == 80
         assert (targets[torch.arange(40), y[first]] == 1).all() and (targets[torch.arange(40), y[second]] == 1).all()
+
+
+def test_the_ledger_and_the_scale_appendix_judge_chapter_7_on_its_items():
+    """Chapter 7 judges its pair rows on the pairs that share no test digit (judged_frames); the
+    pages that read its stored run again must give the same verdicts, not those on every pair."""
+    import ast
+
+    import nbformat
+    book = RESULTS.parent / "book"
+    chapter = "\n".join(c.source for c in nbformat.read(book / "07_two_digits.ipynb", 4).cells)
+    assert "judged_frames(stored" in chapter and "verdict_table(CLAIMS, runs, items)" in chapter
+    stored = load(two_digits.STORED, no_preview)
+    f = two_digits.judged_frames(stored)
+    ours = verdict_table(two_digits.CLAIMS, f["runs"], f["items"]).set_index("id")
+    every = verdict_table(two_digits.CLAIMS, f["runs"], f["all_items"]).set_index("id")
+    assert (ours.verdict != every.verdict).any()       # the choice of items shows in a verdict
+    assert (f["items"].groupby(["model", "seed", "test"]).size().drop("single", level="test")
+            == len(f["kept"])).all()
+    # the ledger's frames(), taken from its page and run on the stored run
+    ledger = nbformat.read(book / "claim_ledger.ipynb", 4).cells
+    cell = next(c.source for c in ledger if "def frames(module)" in c.source)
+    tree = ast.parse(cell)
+    tree.body = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "frames"]
+    space = {"two_digits": two_digits, "stored_or_preview": capsedu.runtime.results.stored_or_preview}
+    exec(compile(tree, "claim_ledger", "exec"), space)
+    g = space["frames"](two_digits)
+    assert verdict_table(two_digits.CLAIMS, g["runs"], g["items"]).set_index("id").verdict.equals(ours.verdict)
+    # the scale appendix reads chapter 7 through the same function
+    scale = "\n".join(c.source for c in nbformat.read(book / "appendix_scale.ipynb", 4).cells)
+    assert "m.judged_frames if m is two_digits" in scale

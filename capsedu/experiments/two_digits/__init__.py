@@ -4,7 +4,7 @@ What the chapter and the claim ledger judge, as data (the wording is the chapter
 
 - ``STORED``, ``CLAIMS``, ``frames(data)``: the rerun with per-item outcomes (``long-items``);
   ``pair_digits``, ``disjoint_pairs``: which test digits each pair holds, and the pairs that share
-  none, the items its pair rows are judged on;
+  none; ``judged_frames(data)``: the frames with the items the chapter judges (those pairs);
 - ``VARIANTS_STORED``, ``VARIANTS``, ``VARIANTS_CLAIMS``, ``variants_frames()``: the settings
   investigation, one folder per changed setting, per-run accuracies only (seeds only).
 """
@@ -14,8 +14,8 @@ from typing import Dict, Mapping
 
 from capsedu.experiments.shared import verdicts
 
-__all__ = ["STORED", "DELTA", "CLAIMS", "frames", "pair_digits", "disjoint_pairs", "VARIANTS_STORED", "VARIANTS", "VARIANTS_CLAIMS",
-           "variants_frames"]
+__all__ = ["STORED", "DELTA", "CLAIMS", "frames", "judged_frames", "pair_digits", "disjoint_pairs",
+           "VARIANTS_STORED", "VARIANTS", "VARIANTS_CLAIMS", "variants_frames"]
 
 STORED = "two_digits_items"
 DELTA = verdicts.DELTA["two digits"]   # "matches": the book's one rule (verdicts.margin)
@@ -83,6 +83,18 @@ def disjoint_pairs(first, second) -> list:
     graph = nx.Graph()
     graph.add_edges_from((int(a), int(b), {"pair": k}) for k, (a, b) in enumerate(zip(first, second)))
     return sorted(graph.edges[edge]["pair"] for edge in nx.max_weight_matching(graph, maxcardinality=True))
+
+
+def judged_frames(data: Mapping, y_test=None) -> Dict:
+    """``frames(data)`` with the items chapter 7 and the ledger judge: the single digits and each
+    layout's pairs that share no test digit (``disjoint_pairs``); also "all_items" (every pair:
+    context only), "pairs" (``pair_digits``) and "kept" (the indices of the judged pairs)."""
+    f = frames(data)
+    pairs = pair_digits(data, y_test)
+    kept = disjoint_pairs(*pairs)
+    items = f["items"]
+    judged = items[(items.test == "single") | items.item.isin(kept)]
+    return {**f, "items": judged, "all_items": items, "pairs": pairs, "kept": kept}
 
 
 VARIANTS_STORED = "two_digits_variants"
