@@ -125,10 +125,7 @@ def _sum_j(w, gu):
 
 def _sum_all(*xs):
     """Σ xs in float32 at least, one pass: an iteration's weight-gradient products at once."""
-    total = xs[0].to(_at_least_float32(xs[0].dtype))
-    for x in xs[1:]:
-        total = total + x.to(total.dtype)
-    return total
+    return _total([x.to(_at_least_float32(x.dtype)) for x in xs])
 
 
 PASSES = (_times_u, _dot_u, _sum_j, _sum_j_times, _softmax_back, _sum_all)
