@@ -15,12 +15,15 @@ def _grads(conv, x, w, b, stride, g):
     return (y, *torch.autograd.grad((y * g).sum(), (x, w, b)))
 
 
-@pytest.mark.parametrize("stride", [1, 2, 3])
+# (H - k) % stride and (W - k) % stride: 0 and 0, 1 and 1 at stride 2; the kernel 2 < stride
+# 3 leaves some parities without a tap, and their input positions without a gradient
+@pytest.mark.parametrize("stride, size, k", [(1, (13, 11), 3), (2, (13, 11), 3), (2, (12, 10), 3),
+                                             (3, (13, 11), 3), (3, (13, 11), 2), (1, (6, 9), 5)])
 @pytest.mark.parametrize("dtype, tol", [(torch.float32, 1e-5), (torch.float64, 1e-12)])
-def test_values_and_gradients_match_conv2d(stride, dtype, tol):
+def test_values_and_gradients_match_conv2d(stride, size, k, dtype, tol):
     gen = torch.Generator().manual_seed(stride)
-    x = torch.randn(3, 5, 13, 11, dtype=dtype, generator=gen).requires_grad_()
-    w = torch.randn(7, 5, 3, 3, dtype=dtype, generator=gen).requires_grad_()
+    x = torch.randn(3, 5, *size, dtype=dtype, generator=gen).requires_grad_()
+    w = torch.randn(7, 5, k, k, dtype=dtype, generator=gen).requires_grad_()
     b = torch.randn(7, dtype=dtype, generator=gen).requires_grad_()
     g = torch.randn(F.conv2d(x, w, b, stride).shape, dtype=dtype, generator=gen)
     for ours, ref in zip(_grads(gemm_conv2d, x, w, b, stride, g), _grads(F.conv2d, x, w, b, stride, g)):
