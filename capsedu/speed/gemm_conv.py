@@ -73,6 +73,7 @@ def _input_grad(g, w, s: int, H: int, W: int, wide: torch.dtype) -> torch.Tensor
                 else:
                     acc[:, :Ho] = part
             grad_x[:, py::s, px::s] = acc
+        cols = part = None                # freed before the next parity's copy is made
     return grad_x
 
 
